@@ -1,0 +1,23 @@
+# `make repro` runs the pipeline, `make test` runs the tests; both set up .venv first.
+VENV := .venv
+BIN := $(VENV)/bin
+export PATH := $(abspath $(BIN)):$(PATH)
+
+.PHONY: setup repro test bench
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+repro: setup
+	dvc repro
+
+test: setup
+	pytest -q
+
+bench: setup
+	for b in bench/*.py; do python $$b; done

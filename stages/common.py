@@ -1,0 +1,31 @@
+"""Run one DVC stage: validate its params, then run its flow inside an MLflow run."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from star.config import ParamsError, load_params
+
+PARAMS_FILE = "params.yaml"
+
+
+def run_stage(name: str, sections: list[str], flow: Callable[..., dict[str, Any]], **outputs: Any) -> None:
+    """`flow` gets each section as a keyword argument plus `outputs`, and returns metrics."""
+    root = Path.cwd()
+    try:
+        params = load_params(root / PARAMS_FILE, sections)
+    except ParamsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+    import mlflow
+
+    from star.tracking import stage_run
+
+    with stage_run(name, {k: v.model_dump(mode="json") for k, v in params.items()}, root, PARAMS_FILE):
+        metrics = flow(**params, **outputs) or {}
+        mlflow.log_metrics({k: float(v) for k, v in metrics.items()})
+        mlflow.log_dict(metrics, f"{name}_metrics.json")

@@ -1,0 +1,105 @@
+"""The schema of params.yaml: one pydantic model per section.
+
+A stage loads only its own sections. Any problem (bad YAML, unknown key,
+wrong type, value out of range) is a `ParamsError` whose message is one line
+naming the key path, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from star.travel.synthetic import WorldSpec
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WorldParams(Section):
+    """Where the sandbox comes from."""
+
+    source: Literal["synthetic", "travelplanner"] = "synthetic"
+    # a directory in the official TravelPlanner CSV layout (source: travelplanner)
+    database: str = "../shared/data/travelplanner/database"
+    synthetic: WorldSpec = Field(default_factory=WorldSpec)
+
+
+class EnvParams(Section):
+    """How the agent's environment behaves."""
+
+    row_cap: int = Field(5, ge=1, le=100)
+    max_turns: int = Field(16, ge=1, le=200)
+    fault_rate: float = Field(0.0, ge=0.0, le=1.0)
+    fault_seed: int = 0
+
+
+SECTIONS: dict[str, type[Section]] = {"world": WorldParams, "env": EnvParams}
+
+
+class ParamsError(Exception):
+    """A params.yaml problem, explained in one line."""
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return list(model.model_fields)
+
+
+def _one_line(section: str, model: type[BaseModel], exc: ValidationError, source: str) -> str:
+    errors = exc.errors()
+    err = errors[0]
+    loc = tuple(err["loc"])
+    path = ".".join([section, *map(str, loc)])
+    value = err.get("input")
+    if err["type"] == "extra_forbidden":
+        allowed = ", ".join(_allowed_keys(model, loc)) or "none"
+        what = f"unknown key (allowed: {allowed})"
+    else:
+        what = err["msg"]
+    more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+    return f"{source}: {path} = {value!r}: {what}{more}"
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    try:
+        with open(path) as f:
+            data = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise ParamsError(f"{path}: file not found") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise ParamsError(f"{path}:{where} is not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ParamsError(f"{path}: top level must be a mapping of sections, got {type(data).__name__}")
+    return data
+
+
+def parse_section(name: str, raw: Any, source: str = "params.yaml") -> Section:
+    model = SECTIONS[name]
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ParamsError(f"{source}: {name} = {raw!r}: must be a mapping")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise ParamsError(_one_line(name, model, exc, source)) from None
+
+
+def load_params(path: str | Path, sections: list[str]) -> dict[str, Section]:
+    """Validate only the named sections; a missing section takes its defaults."""
+    data = read_yaml(path)
+    return {name: parse_section(name, data.get(name), str(path)) for name in sections}

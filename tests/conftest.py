@@ -1,0 +1,29 @@
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# The public TravelPlanner database lives beside the project, never inside it.
+TP_DATABASE = Path(os.environ.get("STAR_TRAVELPLANNER_DB", ROOT.parent / "shared/data/travelplanner/database"))
+
+
+@pytest.fixture(scope="session")
+def tp_database() -> Path:
+    # Fail, never skip: a missing database must turn CI red.
+    assert (TP_DATABASE / "flights").is_dir(), f"TravelPlanner database not found at {TP_DATABASE}"
+    return TP_DATABASE
+
+
+@pytest.fixture(scope="session")
+def real_sandbox(tp_database):
+    from star.travel.sandbox import load_travelplanner
+
+    return load_travelplanner(tp_database)
+
+
+@pytest.fixture(scope="session")
+def synthetic_sandbox():
+    from star.travel.synthetic import WorldSpec, generate_world
+
+    return generate_world(WorldSpec(seed=0))

@@ -1,0 +1,72 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from star.config import ParamsError, load_params
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write(tmp_path, data) -> Path:
+    path = tmp_path / "params.yaml"
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return path
+
+
+def test_project_params_are_valid():
+    params = load_params(ROOT / "params.yaml", ["world", "env"])
+    assert params["world"].source == "synthetic"
+    assert params["env"].row_cap >= 1
+
+
+@pytest.mark.parametrize(
+    "data, expect",
+    [
+        ({"world": {"synthetic": {"states": "four"}}}, ["world.synthetic.states", "'four'", "valid integer"]),
+        ({"world": {"colour": 1}}, ["world.colour", "unknown key", "allowed: source, database, synthetic"]),
+        ({"world": {"synthetic": {"cities_per_state": 0}}}, ["world.synthetic.cities_per_state", "0", "greater than or equal to 1"]),
+        ({"env": {"fault_rate": 1.5}}, ["env.fault_rate", "1.5", "less than or equal to 1"]),
+        ({"world": {"source": "web"}}, ["world.source", "'web'", "'synthetic' or 'travelplanner'"]),
+        ({"world": {"synthetic": {"hotel_price": [300, 40]}}}, ["world.synthetic", "hotel_price"]),
+        ({"world": [1, 2]}, ["world", "must be a mapping"]),
+    ],
+)
+def test_bad_params_name_key_value_and_rule(tmp_path, data, expect):
+    with pytest.raises(ParamsError) as info:
+        load_params(write(tmp_path, data), ["world", "env"])
+    message = str(info.value)
+    assert "\n" not in message
+    for part in expect:
+        assert part in message
+
+
+def test_invalid_yaml_names_the_line(tmp_path):
+    with pytest.raises(ParamsError, match="line 3 is not valid YAML"):
+        load_params(write(tmp_path, "world:\n  source: synthetic\n  database: : :\n"), ["world"])
+
+
+def test_stage_reads_only_its_sections(tmp_path):
+    # A broken env section does not stop a stage that reads only `world`.
+    params = load_params(write(tmp_path, {"env": {"row_cap": "many"}}), ["world"])
+    assert set(params) == {"world"}
+
+
+def test_stage_exits_2_with_one_line_before_any_work(tmp_path):
+    write(tmp_path, {"world": {"synthetic": {"states": -3}}})
+    proc = subprocess.run(
+        [sys.executable, "-m", "stages.world"],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "world.synthetic.states = -3" in lines[0]
+    assert not (tmp_path / "data").exists()
+    assert not (tmp_path / "mlflow.db").exists()
