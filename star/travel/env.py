@@ -1,0 +1,31 @@
+"""TravelEnv: a TravelPlanner episode in the sandbox, as a ToolEnv."""
+
+from __future__ import annotations
+
+from star.env.core import ToolEnv
+from star.env.faults import with_faults
+from star.travel.query import Query
+from star.travel.tools import TravelTools
+
+SYSTEM_PROMPT = """You plan trips with tools. Think in <think>...</think>, call one tool as <tool_call>{"name": ..., "arguments": {...}}</tool_call>, and end with the plan in <answer>...</answer>, one block per day:
+Day 1: from A to B
+Transport: Flight F123 | Self-driving | Taxi | -
+Breakfast: name | -
+Attractions: name; name
+Lunch: name
+Dinner: name
+Stay: name | -"""
+
+
+class TravelEnv(ToolEnv):
+    system_prompt = SYSTEM_PROMPT
+
+    def __init__(self, tools: TravelTools, max_turns: int = 12, fault_rate: float = 0.0, seed: int = 0):
+        super().__init__(with_faults(tools.as_tools(), fault_rate, seed), max_turns=max_turns)
+
+    def prompt(self, task: Query) -> str:
+        return task.query
+
+    @property
+    def query(self) -> Query:
+        return self.task

@@ -1,0 +1,49 @@
+"""A TravelPlanner query: the structured fields plus its natural-language text."""
+
+from __future__ import annotations
+
+import ast
+import json
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
+
+LEVELS = ("easy", "medium", "hard")
+LOCAL_KEYS = ("house rule", "cuisine", "room type", "transportation")
+
+
+class Query(BaseModel):
+    """Field names and value conventions follow the official query files."""
+
+    idx: int = 0
+    org: str
+    dest: str
+    days: int = Field(ge=1)
+    visiting_city_number: int = Field(ge=1)
+    date: list[str]
+    people_number: int = Field(ge=1)
+    # keys: house rule, cuisine (list), room type, transportation; None = not set
+    local_constraint: dict[str, Any] = Field(default_factory=lambda: {k: None for k in LOCAL_KEYS})
+    budget: int = Field(ge=0)
+    query: str = ""
+    level: str = "easy"
+
+    @field_validator("date", mode="before")
+    @classmethod
+    def _dates(cls, value: Any) -> Any:
+        # The official files store lists as Python literals in strings.
+        return ast.literal_eval(value) if isinstance(value, str) else value
+
+    @field_validator("local_constraint", mode="before")
+    @classmethod
+    def _local(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = ast.literal_eval(value)
+        value = dict(value or {})
+        for key in LOCAL_KEYS:
+            value.setdefault(key, None)
+        return value
+
+    def to_row(self) -> dict[str, Any]:
+        """A flat JSON-able row (local_constraint kept as a dict)."""
+        return json.loads(self.model_dump_json())

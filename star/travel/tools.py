@@ -1,0 +1,196 @@
+"""The six STAR tools over a Sandbox, with TravelPlanner semantics.
+
+Observations are short and deterministic: one line per row, cheapest first,
+at most `row_cap` rows, entity names written exactly as in the sandbox so
+the same name reads the same in the query, the call and the plan. Lookups
+are dicts built once, and each distinct answer is rendered once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from datetime import date as Date
+from functools import lru_cache
+
+import polars as pl
+
+from star.env.core import Tool, ToolError, ToolResult
+from star.travel.sandbox import Sandbox
+
+_PAREN = re.compile(r"\(.*$")
+
+
+def clean_city(name: str) -> str:
+    """'Dallas(Texas)' -> 'Dallas', as the official tools accept."""
+    return _PAREN.sub("", name).strip()
+
+
+def _groups(frame: pl.DataFrame, *keys: str) -> dict[tuple, list[dict]]:
+    grouped: dict[tuple, list[dict]] = defaultdict(list)
+    for row in frame.iter_rows(named=True):
+        grouped[tuple(row[k] for k in keys)].append(row)
+    return dict(grouped)
+
+
+def _price(row: dict, key: str) -> float:
+    value = row[key]
+    return float("inf") if value is None else value
+
+
+def _value(value: object) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+class TravelTools:
+    """Holds the sandbox lookups; its public Search* methods are the tools."""
+
+    def __init__(self, sandbox: Sandbox, row_cap: int = 5):
+        self.row_cap = row_cap
+        self.state_cities = {
+            s: sorted(g["city"] for g in rows) for (s,), rows in _groups(sandbox.cities, "state").items()
+        }
+        self.flights = _groups(sandbox.flights, "origin", "dest", "date")
+        self.routes = {(o, d) for o, d, _ in self.flights}
+        self.distances = {(r["origin"], r["dest"]): r for r in sandbox.distances.iter_rows(named=True)}
+        self.hotels = _groups(sandbox.accommodations, "city")
+        self.restaurants = _groups(sandbox.restaurants, "city")
+        self.attractions = _groups(sandbox.attractions, "city")
+        self.cities = set(sandbox.cities["city"])
+        for table in (self.hotels, self.restaurants, self.attractions):
+            self.cities |= {c for (c,) in table}
+        self.cities |= {c for pair in self.routes for c in pair}
+        dates = sandbox.flights["date"].drop_nulls()
+        self.first_date, self.last_date = (dates.min(), dates.max()) if len(dates) else (None, None)
+        # bound, per-instance memo of rendered answers
+        self._render = lru_cache(maxsize=None)(self._render_uncached)
+
+    def as_tools(self) -> list[Tool]:
+        return [
+            Tool(self.GoogleDistanceMatrix),
+            Tool(self.SearchAccommodation),
+            Tool(self.SearchAttraction),
+            Tool(self.SearchCity),
+            Tool(self.SearchFlight),
+            Tool(self.SearchRestaurant),
+        ]
+
+    # -- helpers -------------------------------------------------------------
+
+    def _city(self, name: str, role: str = "city") -> str:
+        city = clean_city(name)
+        if not city:
+            raise ToolError(f"{role} is empty.")
+        if city not in self.cities:
+            raise ToolError(f"unknown {role} '{name}'.")
+        return city
+
+    def _rows(self, lines: list[str], empty: str) -> str | ToolResult:
+        if not lines:
+            return ToolResult(empty, True, "empty")
+        more = len(lines) - self.row_cap
+        shown = lines[: self.row_cap]
+        if more > 0:
+            shown.append(f"({more} more)")
+        return "\n".join(shown)
+
+    def _render_uncached(self, kind: str, *key: str) -> str | ToolResult:
+        if kind == "flight":
+            rows = sorted(self.flights.get(key, []), key=lambda r: (_price(r, "price"), r["flight_number"]))
+            lines = [f"{r['flight_number']} | {r['dep_time']}-{r['arr_time']} | ${r['price']}" for r in rows]
+            return self._rows(lines, f"No flights from {key[0]} to {key[1]} on {key[2]}.")
+        if kind == "hotel":
+            rows = sorted(self.hotels.get(key, []), key=lambda r: (_price(r, "price"), _value(r["name"])))
+            lines = [
+                f"{_value(r['name'])} | {r['room_type']} | ${_value(r['price'])} | min {_value(r['minimum_nights'])} nights"
+                f" | max {r['max_occupancy']} people | rules: {_value(r['house_rules'])}"
+                for r in rows
+            ]
+            return self._rows(lines, f"No accommodation in {key[0]}.")
+        if kind == "restaurant":
+            rows = sorted(self.restaurants.get(key, []), key=lambda r: (_price(r, "cost"), _value(r["name"])))
+            lines = [f"{r['name']} | {r['cuisines']} | ${r['cost']}" for r in rows]
+            return self._rows(lines, f"No restaurants in {key[0]}.")
+        if kind == "attraction":
+            lines = [_value(r["name"]) for r in self.attractions.get(key, [])]
+            return self._rows(lines, f"No attractions in {key[0]}.")
+        raise ValueError(kind)
+
+    # -- the tools (names and docstrings are what the agent sees) -----------
+
+    def SearchFlight(self, departure: str, destination: str, date: str) -> str | ToolResult:
+        """Find flights between two cities on one day.
+
+        Args:
+            departure: City to fly from.
+            destination: City to fly to.
+            date: Day of the flight, YYYY-MM-DD.
+        """
+        origin = self._city(departure, "departure city")
+        dest = self._city(destination, "destination city")
+        try:
+            Date.fromisoformat(date.strip())
+        except ValueError:
+            raise ToolError(f"bad date '{date}', use YYYY-MM-DD.") from None
+        day = date.strip()
+        if self.first_date and not self.first_date <= day <= self.last_date:
+            raise ToolError(f"date {day} is outside {self.first_date} to {self.last_date}.")
+        return self._render("flight", origin, dest, day)
+
+    def GoogleDistanceMatrix(self, departure: str, destination: str, mode: str) -> str | ToolResult:
+        """Distance, time and cost of driving between two cities.
+
+        Args:
+            departure: City to start from.
+            destination: City to go to.
+            mode: self-driving or taxi.
+        """
+        origin = self._city(departure, "departure city")
+        dest = self._city(destination, "destination city")
+        mode = mode.strip().lower()
+        if mode in ("driving", "self driving", "selfdriving"):
+            mode = "self-driving"
+        if mode not in ("self-driving", "taxi"):
+            raise ToolError(f"mode must be self-driving or taxi, not '{mode}'.")
+        row = self.distances.get((origin, dest))
+        # Legs of a day or more count as impossible, as in the official tool.
+        if row is None or row["distance_km"] is None or row["duration"] is None or "day" in row["duration"]:
+            return ToolResult(f"No {mode} route from {origin} to {dest}.", True, "empty")
+        km = row["distance_km"]
+        cost = int(km * 0.05) if mode == "self-driving" else int(km)
+        return f"{mode} {origin} to {dest}: {row['duration']}, {km:g} km, ${cost}"
+
+    def SearchAccommodation(self, city: str) -> str | ToolResult:
+        """List places to stay in a city, cheapest first.
+
+        Args:
+            city: City name.
+        """
+        return self._render("hotel", self._city(city))
+
+    def SearchRestaurant(self, city: str) -> str | ToolResult:
+        """List restaurants in a city, cheapest first.
+
+        Args:
+            city: City name.
+        """
+        return self._render("restaurant", self._city(city))
+
+    def SearchAttraction(self, city: str) -> str | ToolResult:
+        """List attractions in a city.
+
+        Args:
+            city: City name.
+        """
+        return self._render("attraction", self._city(city))
+
+    def SearchCity(self, state: str) -> str | ToolResult:
+        """List the cities of a state.
+
+        Args:
+            state: State name.
+        """
+        cities = self.state_cities.get(state.strip())
+        if cities is None:
+            raise ToolError(f"unknown state '{state}'.")
+        return ", ".join(cities)
