@@ -1,0 +1,467 @@
+"""Turn an agent's final itinerary text into an official TravelPlanner plan.
+
+Agents write a terse layout, one block per day:
+
+    Day 1: from Aldmoor to Brint
+    Transport: Flight F0012
+    Breakfast: -
+    Attractions: Old Mill; Harbor Park
+    Lunch: Lotus Cafe
+    Dinner: Blue Fork
+    Stay: Sea Inn
+
+Entries may carry ", City"; without it the city is the day's current city
+(the destination on a travel day). Two formatters turn that text into a
+`Plan`: `rules` (a tolerant parser, no network) and `llm` (any
+OpenAI-compatible endpoint with structured output). Neither raises: a
+failure becomes an undelivered plan with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from star.travel.plan import Day, Plan
+from star.travel.query import Query
+
+log = logging.getLogger(__name__)
+
+_NONE_VALUES = {"", "-", "--", "—", "–", "none", "n/a", "na", "null", "nil", "nothing"}
+
+# Line keys the agent may use, mapped to the Day field they fill.
+_KEYS = {
+    "transport": "transportation",
+    "transportation": "transportation",
+    "travel": "transportation",
+    "breakfast": "breakfast",
+    "lunch": "lunch",
+    "dinner": "dinner",
+    "attraction": "attraction",
+    "attractions": "attraction",
+    "sightseeing": "attraction",
+    "stay": "accommodation",
+    "accommodation": "accommodation",
+    "accommodations": "accommodation",
+    "hotel": "accommodation",
+    "lodging": "accommodation",
+    "city": "current_city",
+    "current city": "current_city",
+}
+
+_ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"</?[A-Za-z][^<>\n]{0,40}>")
+_HEADER = re.compile(r"^day\s*(\d{1,6})\s*(?:[:\-–—.)|]+\s*(.*))?$", re.IGNORECASE)
+_FIELD = re.compile(r"^([a-z][a-z ]{0,30}?)\s*(?::|=|[-–—](?=\s|$))\s*(.*)$", re.IGNORECASE)
+_ROUTE = re.compile(r"^from\s+(.+?)\s+to\s+(.+?)$", re.IGNORECASE)
+_ARROW = re.compile(r"^(.+?)\s*(?:->|→|=>)\s*(.+?)$")
+_ROUTE_IN = re.compile(r"\bfrom\s+(.+?)\s+to\s+([^,;]+)", re.IGNORECASE)
+_FLIGHT = re.compile(r"flight(?:\s*(?:number|no\.?|#))?\s*[:#]?\s*([A-Za-z0-9]+)", re.IGNORECASE)
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def _split_entry(entry: str) -> tuple[str, str | None]:
+    """Split an official "Name, City" entry at its last comma."""
+    name, sep, city = entry.rpartition(",")
+    if not sep:
+        return entry.strip(), None
+    return name.strip(), city.strip()
+
+
+def _route(current_city: str) -> tuple[str, str] | None:
+    match = _ROUTE.match(current_city.strip())
+    return (match.group(1).strip(), match.group(2).strip()) if match else None
+
+
+def _default_city(current_city: str) -> str | None:
+    route = _route(current_city)
+    if route:
+        return route[1]
+    city = current_city.strip()
+    return None if city in ("", "-") else city
+
+
+def _render_entry(entry: str, default: str | None) -> str:
+    name, city = _split_entry(entry)
+    return name if city is not None and city == default else entry.strip()
+
+
+def _transport_mode(value: str) -> str | None:
+    """The terse mode ("Flight F1", "Self-driving", "Taxi") or None if unknown."""
+    low = value.lower()
+    if "flight" in low:
+        number = _flight_number(value)
+        return f"Flight {number}" if number else None
+    if "self-driving" in low or "self driving" in low or "drive" in low or "driving" in low:
+        return "Self-driving"
+    if "taxi" in low or re.search(r"\bcab\b", low):
+        return "Taxi"
+    return None
+
+
+def _flight_number(value: str) -> str | None:
+    for match in _FLIGHT.finditer(value):
+        token = match.group(1)
+        if token.lower() not in ("from", "to", "number", "no"):
+            return token
+    return None
+
+
+def _render_transport(value: str, day_route: tuple[str, str] | None) -> str:
+    value = value.strip()
+    if value.lower() in _NONE_VALUES:
+        return "-"
+    mode = _transport_mode(value)
+    if mode is None:
+        return value
+    match = _ROUTE_IN.search(value)
+    route = (match.group(1).strip(), match.group(2).strip()) if match else None
+    # The route is implied by the day header; spell it out only when it differs.
+    if route is None or route == day_route:
+        return mode
+    return f"{mode}, from {route[0]} to {route[1]}"
+
+
+def render_itinerary(plan: Plan) -> str:
+    """Write a plan in the terse layout agents produce (the parser's inverse)."""
+    lines: list[str] = []
+    for day in plan.days:
+        default = _default_city(day.current_city)
+        attractions = [a for a in day.attraction.split(";") if a.strip() and a.strip() != "-"]
+        lines += [
+            f"Day {day.days}: {day.current_city.strip() or '-'}",
+            f"Transport: {_render_transport(day.transportation, _route(day.current_city))}",
+            f"Breakfast: {_render_entry(day.breakfast, default)}",
+            "Attractions: " + ("; ".join(_render_entry(a, default) for a in attractions) or "-"),
+            f"Lunch: {_render_entry(day.lunch, default)}",
+            f"Dinner: {_render_entry(day.dinner, default)}",
+            f"Stay: {_render_entry(day.accommodation, default)}",
+        ]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------ rules parser
+
+
+def _clean_line(line: str) -> str:
+    line = _TAG.sub("", line)
+    line = line.replace("*", "").replace("__", "").replace("`", "")
+    # Markdown bullets, quotes, headings and list numbers before the key.
+    line = re.sub(r"^[\s\-+•>#]+", "", line)
+    line = re.sub(r"^\d{1,3}[.)]\s+", "", line)
+    return line.strip()
+
+
+def _answer_text(text: str) -> str:
+    """Prefer the last <answer> block; a draft before it is not the answer."""
+    blocks = _ANSWER.findall(text)
+    return blocks[-1] if blocks else text
+
+
+def _parse_blocks(text: str) -> dict[int, dict[str, str]]:
+    blocks: dict[int, dict[str, str]] = {}
+    current: dict[str, str] | None = None
+    for raw in _answer_text(text).splitlines():
+        line = _clean_line(raw)
+        if not line:
+            continue
+        header = _HEADER.match(line)
+        if header:
+            # A repeated day number replaces the earlier block (a revision).
+            current = {"header": (header.group(2) or "").strip()}
+            blocks[int(header.group(1))] = current
+            continue
+        field = _FIELD.match(line)
+        if current is None or not field:
+            continue
+        key = _KEYS.get(" ".join(field.group(1).lower().split()))
+        if key and key not in current:
+            current[key] = field.group(2).strip()
+    return blocks
+
+
+def _is_none(value: str) -> bool:
+    return value.strip().strip(".").strip().lower() in _NONE_VALUES
+
+
+def _city_route(value: str) -> tuple[str, str] | str | None:
+    """A header city: a (from, to) route, one city, or None."""
+    value = value.strip().rstrip(".").strip()
+    if _is_none(value):
+        return None
+    match = _ROUTE.match(value) or _ARROW.match(value)
+    if match:
+        return match.group(1).strip(), match.group(2).strip()
+    return value
+
+
+def _one_case(text: str) -> bool:
+    return text in (text.lower(), text.upper())
+
+
+class _Cities:
+    """Known city spellings, so "brint" becomes "Brint" and a ", City" suffix is recognised."""
+
+    def __init__(self) -> None:
+        self._names: dict[str, str] = {}
+        self._fixed: set[str] = set()
+
+    @staticmethod
+    def _key(city: str) -> str:
+        return " ".join(city.lower().split()).rstrip(".")
+
+    def add(self, city: str, fixed: bool = False) -> None:
+        key, city = self._key(city), city.strip()
+        if not key:
+            return
+        if fixed:
+            self._fixed.add(key)
+        old = self._names.get(key)
+        # Keep the first spelling, unless it was all one case and this one is not
+        # ("brint" then "Brint"); the query's spelling is never replaced.
+        if old is None or fixed or (key not in self._fixed and _one_case(old) and not _one_case(city)):
+            self._names[key] = city
+
+    def get(self, city: str) -> str | None:
+        return self._names.get(self._key(city))
+
+    def canonical(self, city: str) -> str:
+        return self.get(city) or city.strip()
+
+
+def _entry(value: str, default: str | None, cities: _Cities) -> str:
+    if _is_none(value):
+        return "-"
+    name, sep, suffix = value.rpartition(",")
+    city = cities.get(suffix) if sep else None
+    if city is None:
+        # No known city after the last comma: it belongs to the name.
+        name, city = value, default
+    name = name.strip()
+    if not name or _is_none(name):
+        return "-"
+    return f"{name}, {city}" if city else name
+
+
+def _transport(value: str, route: tuple[str, str] | None, cities: _Cities) -> str:
+    if _is_none(value):
+        return "-"
+    match = _ROUTE_IN.search(value)
+    if match:
+        route = (cities.canonical(match.group(1)), cities.canonical(match.group(2)))
+    mode = _transport_mode(value)
+    if mode is None:
+        # An unknown mode is kept as written so evaluation can judge it.
+        return value if match or route is None else f"{value}, from {route[0]} to {route[1]}"
+    if mode.startswith("Flight "):
+        mode = "Flight Number: " + mode.removeprefix("Flight ")
+    return f"{mode}, from {route[0]} to {route[1]}" if route else mode
+
+
+def _day(number: int, block: dict[str, str], cities: _Cities) -> Day:
+    place = _city_route(block.get("header") or block.get("current_city", ""))
+    route: tuple[str, str] | None = None
+    if isinstance(place, tuple):
+        route = (cities.canonical(place[0]), cities.canonical(place[1]))
+        current, default = f"from {route[0]} to {route[1]}", route[1]
+    elif isinstance(place, str):
+        current = default = cities.canonical(place)
+    else:
+        current, default = "-", None
+    attractions = [
+        _entry(a, default, cities) for a in re.split(r"[;|]", block.get("attraction", "")) if not _is_none(a)
+    ]
+    attractions = [a for a in attractions if a != "-"]
+    return Day(
+        days=number,
+        current_city=current,
+        transportation=_transport(block.get("transportation", "-"), route, cities),
+        breakfast=_entry(block.get("breakfast", "-"), default, cities),
+        attraction="".join(f"{a};" for a in attractions) or "-",
+        lunch=_entry(block.get("lunch", "-"), default, cities),
+        dinner=_entry(block.get("dinner", "-"), default, cities),
+        accommodation=_entry(block.get("accommodation", "-"), default, cities),
+    )
+
+
+def _format_rules(text: str, query: Query | None, idx: int) -> Plan:
+    plan = Plan(idx=idx, query=query.query if query else "")
+    blocks = _parse_blocks(text)
+    if query is not None:
+        blocks = {n: b for n, b in blocks.items() if 1 <= n <= query.days}
+    if not blocks:
+        plan.error = "no day found in the itinerary"
+        return plan
+    cities = _Cities()
+    if query is not None:
+        cities.add(query.org, fixed=True)
+        cities.add(query.dest, fixed=True)
+    for block in blocks.values():
+        place = _city_route(block.get("header") or block.get("current_city", ""))
+        for city in place if isinstance(place, tuple) else [place] if place else []:
+            cities.add(city)
+        # A transport may name a city no header does (an excursion).
+        route = _ROUTE_IN.search(block.get("transportation", ""))
+        for city in route.groups() if route else []:
+            cities.add(city)
+    if query is None:
+        numbers = sorted(blocks)
+    else:
+        # Missing days become "-" days, so evaluation fails completeness instead of crashing.
+        numbers = list(range(1, query.days + 1))
+    plan.days = [_day(n, blocks[n], cities) if n in blocks else Day(days=n) for n in numbers]
+    return plan
+
+
+def format_rules(text: str, query: Query | None = None, idx: int = 0) -> Plan:
+    """Parse the terse itinerary layout into an official plan; never raises."""
+    if query is not None and not idx:
+        idx = query.idx
+    try:
+        return _format_rules(str(text), query, idx)
+    except Exception as exc:  # the parser must never take the pipeline down
+        return Plan(idx=idx, query=query.query if query else "", error=f"rules formatter failed: {exc!r}")
+
+
+# -------------------------------------------------------------- llm parser
+
+
+class PlanDay(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    days: int
+    current_city: str
+    transportation: str
+    breakfast: str
+    attraction: str
+    lunch: str
+    dinner: str
+    accommodation: str
+
+
+class PlanReply(BaseModel):
+    """The structured reply the llm formatter asks for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    plan: list[PlanDay]
+
+
+LLM_INSTRUCTIONS = """\
+Convert the travel itinerary into the official TravelPlanner plan JSON.
+Return {"plan": [one object per day]} with the keys days, current_city,
+transportation, breakfast, attraction, lunch, dinner, accommodation.
+- current_city: "City" on a stay day, "from A to B" on a travel day.
+- transportation: "Flight Number: F0012, from A to B", "Self-driving, from A to B",
+  "Taxi, from A to B", or "-".
+- breakfast, lunch, dinner, accommodation: "Name, City" or "-". An entry without a
+  city is in the day's current city (the destination on a travel day).
+- attraction: every attraction as "Name, City;" joined without spaces,
+  e.g. "Old Mill, Brint;Harbor Park, Brint;", or "-".
+Copy names exactly; do not invent or drop anything. Use "-" for anything missing.
+"""
+
+
+def _llm_messages(text: str, query: Query | None) -> list[dict[str, str]]:
+    user = f"Itinerary:\n{text}"
+    if query is not None:
+        user = f"Query ({query.days} days): {query.query}\n\n" + user
+    return [{"role": "system", "content": LLM_INSTRUCTIONS}, {"role": "user", "content": user}]
+
+
+def _response_format() -> dict[str, Any]:
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "travel_plan", "schema": PlanReply.model_json_schema(), "strict": True},
+    }
+
+
+def format_llm(
+    text: str,
+    query: Query | None,
+    *,
+    base_url: str,
+    model: str,
+    api_key_env: str = "OPENAI_API_KEY",
+    timeout: float = 60,
+    retries: int = 3,
+    backoff: float = 1.0,
+    idx: int = 0,
+) -> Plan:
+    """Ask an OpenAI-compatible endpoint for the plan JSON; never raises."""
+    import openai
+    from tenacity import Retrying, stop_after_attempt, wait_exponential
+
+    if query is not None and not idx:
+        idx = query.idx
+    plan = Plan(idx=idx, query=query.query if query else "")
+    # Local servers (vLLM) accept any key; the key itself is never logged.
+    api_key = os.environ.get(api_key_env) or "EMPTY"
+
+    def attempt() -> PlanReply:
+        client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
+        try:
+            reply = client.chat.completions.create(
+                model=model,
+                messages=_llm_messages(str(text), query),  # type: ignore[arg-type]
+                response_format=_response_format(),  # type: ignore[arg-type]
+                temperature=0,
+            )
+        finally:
+            client.close()
+        content = reply.choices[0].message.content if reply.choices else None
+        if not content:
+            raise ValueError("empty reply")
+        return PlanReply.model_validate_json(content)
+
+    def before_sleep(state: Any) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        log.warning("llm formatter attempt %d failed: %s", state.attempt_number, type(exc).__name__)
+
+    try:
+        retrying = Retrying(
+            stop=stop_after_attempt(max(1, retries)),
+            wait=wait_exponential(multiplier=backoff, max=max(backoff, 30.0)),
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        reply = retrying(attempt)
+    except Exception as exc:
+        reason = f"llm formatter failed after {max(1, retries)} attempts: {type(exc).__name__}: {exc}"
+        if api_key != "EMPTY":
+            reason = reason.replace(api_key, "***")
+        plan.error = reason
+        return plan
+    if not reply.plan:
+        plan.error = "llm formatter returned no day"
+        return plan
+    plan.days = [
+        Day(**{k: (v if isinstance(v, int) or v.strip() else "-") for k, v in d.model_dump().items()})
+        for d in reply.plan
+    ]
+    return plan
+
+
+# ------------------------------------------------------------- entry point
+
+
+def format_itinerary(
+    text: str,
+    query: Query | None = None,
+    kind: Literal["rules", "llm"] = "rules",
+    *,
+    idx: int = 0,
+    **llm_options: Any,
+) -> Plan:
+    """Format an itinerary with the chosen formatter (llm options: base_url, model, ...)."""
+    if kind == "rules":
+        return format_rules(text, query, idx)
+    if kind == "llm":
+        return format_llm(text, query, idx=idx, **llm_options)
+    raise ValueError(f"unknown formatter {kind!r}; expected 'rules' or 'llm'")
