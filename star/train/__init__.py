@@ -1,0 +1,1 @@
+"""Training: rewards and the trainers that use them."""

@@ -1,0 +1,93 @@
+"""Outcome rewards computed from one plan's evaluation (pure functions).
+
+Let e be the `PlanEvaluation` of the plan a trajectory delivered, in any mode:
+
+    cs_micro  = commonsense checks passed / 8
+    cs_macro  = 1 if all 8 commonsense checks pass else 0
+    hard_micro = hard constraints passed / hard constraints the query sets
+                 (budget always, plus each local constraint given; a hard
+                 constraint not evaluated counts as failed)
+    hard_macro = 1 if every hard constraint passes else 0
+    success   = 1 if the plan passes everything (final pass) else 0
+
+    SUM       = (cs_micro + cs_macro + hard_micro + hard_macro + success) / 5
+    MACRO     = (cs_macro + hard_macro) / 2
+    SUCCESS   = success
+    CURRICULUM(step) = SUM while step < switch, SUCCESS from then on, where
+                switch = switch_at when it is an int (a step number) and
+                switch_at * total_steps when it is a float (a fraction).
+
+Every reward lies in [0, 1]. A trajectory with a format error, or without a
+deliverable plan (no evaluation, or e.delivered is False), gets 0.
+"""
+
+from __future__ import annotations
+
+from star.travel.evaluate import PlanEvaluation
+
+SUM = "sum"
+MACRO = "macro"
+SUCCESS = "success"
+CURRICULUM = "curriculum"
+KINDS = (SUM, MACRO, SUCCESS, CURRICULUM)
+
+
+def _usable(evaluation: PlanEvaluation | None) -> bool:
+    return evaluation is not None and evaluation.delivered
+
+
+def sum_reward(evaluation: PlanEvaluation | None) -> float:
+    """Dense: the mean of the five official rates for this one plan."""
+    if not _usable(evaluation):
+        return 0.0
+    e = evaluation
+    parts = (e.commonsense_micro, float(e.commonsense_pass), e.hard_micro, float(e.hard_pass), float(e.final_pass))
+    return sum(parts) / len(parts)
+
+
+def macro_reward(evaluation: PlanEvaluation | None) -> float:
+    """Mean of commonsense-all-pass and hard-all-pass: 0, 0.5 or 1."""
+    if not _usable(evaluation):
+        return 0.0
+    return (float(evaluation.commonsense_pass) + float(evaluation.hard_pass)) / 2
+
+
+def success_reward(evaluation: PlanEvaluation | None) -> float:
+    """1 when the plan passes every constraint, else 0."""
+    return 1.0 if _usable(evaluation) and evaluation.final_pass else 0.0
+
+
+def switch_step(total_steps: int, switch_at: float | int) -> float:
+    """The step from which the curriculum rewards SUCCESS."""
+    if isinstance(switch_at, bool) or not isinstance(switch_at, (int, float)):
+        raise TypeError(f"switch_at must be an int step or a float fraction, got {switch_at!r}")
+    if isinstance(switch_at, int):
+        return switch_at
+    if not 0.0 <= switch_at <= 1.0:
+        raise ValueError(f"a fractional switch_at must lie in [0, 1], got {switch_at}")
+    return switch_at * total_steps
+
+
+def curriculum_kind(step: int, total_steps: int = 1, switch_at: float | int = 0.5) -> str:
+    """SUM before the switch, SUCCESS from it on."""
+    return SUM if step < switch_step(total_steps, switch_at) else SUCCESS
+
+
+def outcome_reward(
+    kind: str,
+    evaluation: PlanEvaluation | None,
+    step: int = 0,
+    total_steps: int = 1,
+    switch_at: float | int = 0.5,
+) -> float:
+    """The reward of one trajectory; `evaluation` is None on a format error."""
+    kind = kind.lower()
+    if kind == CURRICULUM:
+        kind = curriculum_kind(step, total_steps, switch_at)
+    if kind == SUM:
+        return sum_reward(evaluation)
+    if kind == MACRO:
+        return macro_reward(evaluation)
+    if kind == SUCCESS:
+        return success_reward(evaluation)
+    raise ValueError(f"unknown reward kind {kind!r}; expected one of {KINDS}")
