@@ -16,6 +16,12 @@ from pathlib import Path
 from typing import Any
 
 
+def _umask_mode(mode: int) -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return mode & ~umask
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary file path; on success it replaces `path`."""
@@ -23,6 +29,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.name}-", dir=path.parent)
     os.close(fd)
+    os.chmod(tmp, _umask_mode(0o666))  # mkstemp makes owner-only files
     try:
         yield Path(tmp)
         os.replace(tmp, path)
@@ -37,6 +44,7 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{path.name}-", dir=path.parent))
+    os.chmod(tmp, _umask_mode(0o777))
     try:
         yield tmp
         if path.exists():

@@ -86,7 +86,7 @@ def stage_run(stage: str, params: dict[str, Any], root: Path, params_file: str =
             parent = client.create_run(
                 experiment_id,
                 run_name=f"pipeline {pipeline}",
-                tags={**{k: v for k, v in tags.items() if k != "star.stage"}, "star.role": "pipeline"},
+                tags={**{k: v for k, v in tags.items() if k not in ("star.stage", "dvc.stage")}, "star.role": "pipeline"},
             )
             parent_id = parent.info.run_id
             client.set_terminated(parent_id)

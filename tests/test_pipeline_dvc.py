@@ -1,4 +1,4 @@
-"""End to end: `dvc repro` in a fresh git repo runs `world` once and tracks it in MLflow."""
+"""End to end: `dvc repro world` in a fresh git repo runs it once and tracks it in MLflow."""
 
 import os
 import shutil
@@ -47,7 +47,7 @@ def stage_runs(repo: Path):
 
 
 def test_repro_runs_world_then_skips_it(repo):
-    first = sh(["dvc", "repro"], repo)
+    first = sh(["dvc", "repro", "world"], repo)
     assert "Running stage 'world'" in first.stdout
     for table in ("flights", "distances", "accommodations", "restaurants", "attractions", "cities"):
         assert (repo / "data/world" / f"{table}.parquet").stat().st_size > 0
@@ -67,7 +67,7 @@ def test_repro_runs_world_then_skips_it(repo):
     assert world.data.metrics["rows_cities"] == 16
     assert world.info.status == "FINISHED"
 
-    second = sh(["dvc", "repro"], repo)
+    second = sh(["dvc", "repro", "world"], repo)
     assert "Running stage 'world'" not in second.stdout
     assert "didn't change" in second.stdout
     assert len(stage_runs(repo)) == 2
@@ -75,7 +75,7 @@ def test_repro_runs_world_then_skips_it(repo):
     # a param of the stage changes: it runs again, under a new pipeline parent
     params = (repo / "params.yaml").read_text().replace("cities_per_state: 4", "cities_per_state: 3")
     (repo / "params.yaml").write_text(params)
-    third = sh(["dvc", "repro"], repo)
+    third = sh(["dvc", "repro", "world"], repo)
     assert "Running stage 'world'" in third.stdout
     runs = stage_runs(repo)
     assert sum(r.data.tags.get("star.role") == "pipeline" for r in runs) == 2

@@ -128,8 +128,12 @@ def _render_transport(value: str, day_route: tuple[str, str] | None) -> str:
     return f"{mode}, from {route[0]} to {route[1]}"
 
 
-def render_itinerary(plan: Plan) -> str:
-    """Write a plan in the terse layout agents produce (the parser's inverse)."""
+def render_itinerary(plan: Plan, skip_empty: bool = False) -> str:
+    """Write a plan in the terse layout agents produce (the parser's inverse).
+
+    `skip_empty` leaves out "-" fields (the parser reads a missing field as "-"),
+    which keeps trajectories short.
+    """
     lines: list[str] = []
     for day in plan.days:
         default = _default_city(day.current_city)
@@ -143,6 +147,8 @@ def render_itinerary(plan: Plan) -> str:
             f"Dinner: {_render_entry(day.dinner, default)}",
             f"Stay: {_render_entry(day.accommodation, default)}",
         ]
+    if skip_empty:
+        lines = [line for line in lines if not line.endswith(": -") or line.startswith("Day ")]
     return "\n".join(lines)
 
 

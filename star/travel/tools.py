@@ -50,12 +50,16 @@ class TravelTools:
         self.state_cities = {
             s: sorted(g["city"] for g in rows) for (s,), rows in _groups(sandbox.cities, "state").items()
         }
-        self.flights = _groups(sandbox.flights, "origin", "dest", "date")
+        # Like the official tools, rows with a missing value are not shown (the
+        # official evaluation does not know them either); distances are kept whole.
+        self.flights = _groups(sandbox.flights.drop_nulls(), "origin", "dest", "date")
         self.routes = {(o, d) for o, d, _ in self.flights}
-        self.distances = {(r["origin"], r["dest"]): r for r in sandbox.distances.iter_rows(named=True)}
-        self.hotels = _groups(sandbox.accommodations, "city")
-        self.restaurants = _groups(sandbox.restaurants, "city")
-        self.attractions = _groups(sandbox.attractions, "city")
+        self.distances = {}
+        for r in sandbox.distances.iter_rows(named=True):
+            self.distances.setdefault((r["origin"], r["dest"]), r)
+        self.hotels = _groups(sandbox.accommodations.drop_nulls(), "city")
+        self.restaurants = _groups(sandbox.restaurants.drop_nulls(), "city")
+        self.attractions = _groups(sandbox.attractions.drop_nulls(), "city")
         self.cities = set(sandbox.cities["city"])
         for table in (self.hotels, self.restaurants, self.attractions):
             self.cities |= {c for (c,) in table}
