@@ -1,0 +1,40 @@
+"""synthesize: compose feasible queries over the sandbox, split train / validation / test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow
+
+from flows.tasks import task
+from star.config import EnvParams, SynthesizeParams
+from star.io import atomic_dir, write_json
+from star.travel.sandbox import Sandbox
+from star.travel.synthesize import SPLITS, Synthesizer
+
+
+@task
+def compose_queries(world: Path, synthesize: SynthesizeParams, env: EnvParams) -> tuple[dict, dict]:
+    synthesizer = Synthesizer(Sandbox.load(world), synthesize, row_cap=env.row_cap)
+    return synthesizer.run(), dict(synthesizer.stats)
+
+
+@task
+def save_queries(splits: dict, stats: dict, out: Path) -> dict[str, float]:
+    with atomic_dir(out) as tmp:
+        for split in SPLITS:
+            with open(tmp / f"{split}.jsonl", "w") as f:
+                for query in splits[split]:
+                    f.write(query.model_dump_json() + "\n")
+        write_json(tmp / "stats.json", stats)
+    metrics = {f"queries_{s}": len(splits[s]) for s in SPLITS}
+    for split in SPLITS:
+        for query in splits[split]:
+            metrics[f"{split}_{query.level}"] = metrics.get(f"{split}_{query.level}", 0) + 1
+    return {**metrics, **{k: v for k, v in stats.items()}}
+
+
+@flow(name="synthesize")
+def synthesize_flow(synthesize: SynthesizeParams, env: EnvParams, world: Path, out: Path) -> dict[str, float]:
+    splits, stats = compose_queries(world, synthesize, env)
+    return save_queries(splits, stats, out)
