@@ -13,6 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from star.travel.synthesize import SynthesisSpec
 from star.travel.synthetic import WorldSpec
 
 
@@ -38,7 +39,54 @@ class EnvParams(Section):
     fault_seed: int = 0
 
 
-SECTIONS: dict[str, type[Section]] = {"world": WorldParams, "env": EnvParams}
+class SynthesizeParams(SynthesisSpec):
+    """Query synthesis: split sizes, difficulty and trip-length mix, budgets."""
+
+
+class OpenAITeacherParams(Section):
+    base_url: str = "http://127.0.0.1:8000/v1"
+    model: str = "deepseek-chat"
+    # the key is read from this environment variable, never from params
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = Field(0.7, ge=0.0, le=2.0)
+    max_tokens: int = Field(1024, ge=16)
+    concurrency: int = Field(4, ge=1, le=256)
+    retries: int = Field(3, ge=0, le=20)
+    timeout: float = Field(120.0, gt=0)
+
+
+class TeacherParams(Section):
+    """Who solves the training queries in the sandbox."""
+
+    kind: Literal["expert", "openai"] = "expert"
+    samples: int = Field(1, ge=1, le=64)
+    seed: int = 0
+    # expert: share of plans spoiled on purpose, so filtering has work to do
+    mistake_rate: float = Field(0.1, ge=0.0, le=1.0)
+    top_k: int = Field(1, ge=1, le=20)
+    upgrade_prob: float = Field(0.0, ge=0.0, le=1.0)
+    openai: OpenAITeacherParams = Field(default_factory=OpenAITeacherParams)
+
+
+class FilterParams(Section):
+    """Which trajectories become SFT data."""
+
+    require: Literal["final", "commonsense", "delivered"] = "final"
+    max_tokens: int = Field(1024, ge=64)
+    size: int = Field(1000, ge=1)
+    levels: dict[Literal["easy", "medium", "hard"], float] = Field(
+        default_factory=lambda: {"easy": 4, "medium": 3, "hard": 3}
+    )
+    seed: int = 0
+
+
+SECTIONS: dict[str, type[Section]] = {
+    "world": WorldParams,
+    "env": EnvParams,
+    "synthesize": SynthesizeParams,
+    "teacher": TeacherParams,
+    "filter": FilterParams,
+}
 
 
 class ParamsError(Exception):

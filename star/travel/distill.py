@@ -1,0 +1,102 @@
+"""Teacher distillation: run a teacher in TravelEnv, one trajectory per (query, sample).
+
+A trajectory row holds the episode as OpenAI chat messages (tool calls as
+`<tool_call>` text, exactly what the student will generate), the tool
+schemas as a JSON string, and metadata: the formatted plan and its
+evaluation, turns, tool errors.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any, Protocol
+
+from star.env.core import arguments_json
+from star.travel.env import TravelEnv
+from star.travel.evaluate import SandboxIndex, evaluate_plan
+from star.travel.expert import Expert
+from star.travel.format import format_rules
+from star.travel.query import Query
+from star.travel.tools import TravelTools
+
+
+class Teacher(Protocol):
+    name: str
+
+    def episode(self, env: TravelEnv, query: Query, rng: random.Random) -> None:
+        """Play one episode in `env` (already reset) until it is done."""
+
+
+def tool_call_text(thought: str, name: str, arguments: dict) -> str:
+    call = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+    return f"<think>{thought}</think>\n<tool_call>{call}</tool_call>"
+
+
+def answer_text(thought: str, itinerary: str) -> str:
+    return f"<think>{thought}</think>\n<answer>\n{itinerary}\n</answer>"
+
+
+class ExpertTeacher:
+    name = "expert"
+
+    def __init__(self, expert: Expert):
+        self.expert = expert
+
+    def episode(self, env: TravelEnv, query: Query, rng: random.Random) -> None:
+        script = self.expert.script(query, rng)
+        try:
+            call = next(script)
+            while not env.done:
+                result = env.step(tool_call_text(call.thought, call.name, call.arguments))
+                call = script.send(result.observation)
+        except StopIteration as stop:
+            answer = stop.value
+            env.step(answer_text(answer.thought, answer.text or "No plan."))
+
+
+def trajectory_row(env: TravelEnv, query: Query, teacher: str, sample: int, index: SandboxIndex) -> dict[str, Any]:
+    plan = format_rules(env.answer, query) if env.answer else None
+    evaluation = evaluate_plan(query, plan, index) if plan is not None else None
+    return {
+        "query_id": query.idx,
+        "level": query.level,
+        "days": query.days,
+        "sample": sample,
+        "teacher": teacher,
+        "messages": env.history,
+        "tools": json.dumps(env.tool_schemas(), sort_keys=True),
+        "turns": env.turns,
+        "tool_calls": sum(c.name != "" for c in env.calls),
+        "tool_errors": sum(c.kind not in ("ok", "empty", "repeated") for c in env.calls),
+        "truncated": env.truncated,
+        "answer": env.answer,
+        "plan": plan.to_submission() if plan is not None else None,
+        "evaluation": evaluation.to_dict() if evaluation is not None else None,
+        "success": bool(evaluation and evaluation.final_pass),
+        "calls": [arguments_json({"name": c.name, "arguments": c.arguments, "kind": c.kind}) for c in env.calls],
+    }
+
+
+def run_episode(
+    teacher: Teacher,
+    tools: TravelTools,
+    index: SandboxIndex,
+    query: Query,
+    sample: int,
+    *,
+    seed: int,
+    max_turns: int,
+    fault_rate: float,
+) -> dict[str, Any]:
+    # Every episode has its own seeds, so results do not depend on run order or concurrency.
+    env = TravelEnv(tools, max_turns=max_turns, fault_rate=fault_rate, seed=hash_seed(seed, "faults", query.idx, sample))
+    env.reset(query)
+    teacher.episode(env, query, random.Random(hash_seed(seed, "teacher", query.idx, sample)))
+    return trajectory_row(env, query, teacher.name, sample, index)
+
+
+def hash_seed(*parts: Any) -> int:
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "big")

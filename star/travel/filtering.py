@@ -1,0 +1,87 @@
+"""Select SFT data from teacher trajectories.
+
+A trajectory is kept when its plan passes the evaluator at the required
+level, it fits the token limit, and every turn was well formed; duplicates
+are dropped; then the training set is drawn by size and difficulty mix.
+Every drop is counted under its reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections import Counter
+from collections.abc import Callable
+
+from star.travel.synthesize import quotas
+
+BAD_CALLS = ("invalid", "unknown_tool")
+
+
+def passes(row: dict, require: str) -> bool:
+    evaluation = row.get("evaluation")
+    if not evaluation:
+        return False
+    if require == "delivered":
+        return bool(evaluation["delivered"])
+    if require == "commonsense":
+        return bool(evaluation["commonsense_pass"])
+    return bool(evaluation["final_pass"])
+
+
+def malformed(row: dict) -> bool:
+    if row.get("truncated") or not row.get("answer"):
+        return True
+    return any(json.loads(call)["kind"] in BAD_CALLS for call in row.get("calls", []))
+
+
+def select(
+    rows: list[dict],
+    *,
+    require: str,
+    max_tokens: int,
+    count_tokens: Callable[[dict], int],
+    size: int,
+    levels: dict[str, float],
+    seed: int,
+) -> tuple[list[dict], Counter]:
+    stats: Counter = Counter(total=len(rows))
+    seen: set[str] = set()
+    pool: dict[str, list[dict]] = {level: [] for level in levels}
+    for row in rows:
+        level = row["level"]
+        if not passes(row, require):
+            reason = "failed_evaluation"
+        elif malformed(row):
+            reason = "malformed"
+        elif (tokens := count_tokens(row)) > max_tokens:
+            reason = "too_long"
+        else:
+            digest = hashlib.sha256(json.dumps(row["messages"], sort_keys=True).encode()).hexdigest()
+            reason = "duplicate" if digest in seen else ""
+            seen.add(digest)
+        if reason:
+            stats[f"dropped_{reason}"] += 1
+            stats[f"dropped_{reason}_{level}"] += 1
+            continue
+        if level not in pool:
+            stats["dropped_level_not_selected"] += 1
+            continue
+        pool[level].append({**row, "tokens": tokens})
+
+    rng = random.Random(seed)
+    kept: list[dict] = []
+    for level, quota in quotas(size, levels).items():
+        candidates = pool[level]
+        rng.shuffle(candidates)
+        take = candidates[:quota]
+        kept += take
+        stats[f"kept_{level}"] = len(take)
+        stats[f"dropped_over_quota_{level}"] = len(candidates) - len(take)
+        stats["dropped_over_quota"] += len(candidates) - len(take)
+        if len(take) < quota:
+            stats[f"short_{level}"] = quota - len(take)
+    kept.sort(key=lambda r: (r["query_id"], r["sample"]))
+    stats["kept"] = len(kept)
+    return kept, stats
