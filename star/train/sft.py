@@ -1,0 +1,321 @@
+"""Supervised fine-tuning on teacher trajectories, with TRL's SFTTrainer.
+
+Each row is one conversation (`messages`) with its tool schemas (`tools`, a
+JSON string). The loss is on assistant tokens only: TRL renders the chat with
+the training variant of the template, whose `{% generation %}` blocks mark
+the assistant turns, so system, user and tool-response tokens get no label.
+
+Checkpoints go to `checkpoint_dir` and a rerun resumes from the last one; the
+final model (LoRA merged in) lands in `out_dir` in one rename.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from datasets import Dataset
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase, TrainerCallback
+from trl import SFTConfig, SFTTrainer
+
+from star.io import atomic_dir
+
+LogFn = Callable[[dict[str, float], int], None]
+
+
+class LoraParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    r: int = Field(16, ge=1)
+    alpha: int = Field(32, ge=1)
+    dropout: float = Field(0.05, ge=0.0, lt=1.0)
+    # "all-linear": every linear layer but the LM head, which TRL cannot train through an adapter.
+    target_modules: list[str] | Literal["all-linear"] = "all-linear"
+
+    @model_validator(mode="after")
+    def _targets(self) -> LoraParams:
+        if isinstance(self.target_modules, list) and not self.target_modules:
+            raise ValueError("lora.target_modules is empty; name modules or use 'all-linear'")
+        if isinstance(self.target_modules, list) and "lm_head" in self.target_modules:
+            raise ValueError(
+                "lora.target_modules may not include lm_head: TRL computes the loss from its weight directly"
+            )
+        return self
+
+
+class SFTParams(BaseModel):
+    """SFT hyperparameters. The defaults suit the built-in tiny model on CPU."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    learning_rate: float = Field(1e-3, gt=0.0, le=1.0)
+    num_epochs: float = Field(3.0, gt=0.0)
+    max_steps: int = Field(0, ge=0)  # 0: train for num_epochs
+    per_device_batch_size: int = Field(8, ge=1)
+    gradient_accumulation_steps: int = Field(1, ge=1)
+    max_length: int = Field(1536, ge=16)  # longer conversations are cut at the end
+    warmup_ratio: float = Field(0.05, ge=0.0, lt=1.0)
+    weight_decay: float = Field(0.0, ge=0.0)
+    lr_scheduler: Literal["linear", "cosine", "constant", "constant_with_warmup"] = "cosine"
+    bf16: bool = False  # mixed precision; worth it on GPUs, slow on most CPUs
+    gradient_checkpointing: bool = False
+    packing: bool = False
+    logging_steps: int = Field(5, ge=1)
+    save_steps: int = Field(50, ge=1)
+    save_total_limit: int = Field(2, ge=1)
+    seed: int = 0
+    lora: LoraParams = Field(default_factory=LoraParams)
+    eval_fraction: float = Field(0.0, ge=0.0, lt=1.0)  # 0: no held-out loss
+    # Torch threads when training on CPU; 0 keeps torch's default. Small models
+    # on a shared machine often run faster on one thread than on two.
+    cpu_threads: int = Field(0, ge=0)
+
+
+def _tools(row: dict[str, Any]) -> list[dict[str, Any]] | None:
+    tools = row.get("tools")
+    return json.loads(tools) if isinstance(tools, str) else tools
+
+
+def count_tokens(tokenizer: PreTrainedTokenizerBase, row: dict[str, Any]) -> int:
+    """Tokens of the whole rendered conversation, tool schemas included."""
+    ids = tokenizer.apply_chat_template(row["messages"], tools=_tools(row), tokenize=True, return_dict=False)
+    return len(ids)
+
+
+def to_dataset(rows: Sequence[dict[str, Any]]) -> Dataset:
+    """Conversations as TRL reads them.
+
+    `tools` stays a JSON string, which TRL decodes per example: as a column of
+    structs, datasets would merge the argument keys of all tools into one
+    type and render every schema with the other tools' arguments as nulls.
+    """
+    records = []
+    for row in rows:
+        tools = row.get("tools")
+        if tools is not None and not isinstance(tools, str):
+            tools = json.dumps(tools)
+        records.append({"messages": row["messages"], "tools": tools})
+    return Dataset.from_list(records)
+
+
+class _Trainer(SFTTrainer):
+    """SFTTrainer that also counts the tokens it trains on and adds them to every log."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.tokens_seen = 0
+        self.assistant_tokens_seen = 0
+
+    def training_step(self, model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> torch.Tensor:
+        mask = inputs.get("attention_mask")
+        self.tokens_seen += int(mask.sum()) if mask is not None else inputs["input_ids"].numel()
+        self.assistant_tokens_seen += int((inputs["labels"] != -100).sum())
+        return super().training_step(model, inputs, *args, **kwargs)
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if self.model.training:
+            logs["train_tokens"] = self.tokens_seen
+            logs["assistant_tokens"] = self.assistant_tokens_seen
+        super().log(logs, start_time)
+
+
+class MetricsCallback(TrainerCallback):
+    """Hands every log (loss, learning rate, grad norm, throughput) to `log_fn(metrics, step)`.
+
+    Throughput is measured between two logs from the token counts the trainer
+    adds to its logs: all non-padding tokens, and the assistant tokens that
+    carry the loss.
+    """
+
+    def __init__(self, log_fn: LogFn):
+        self.log_fn = log_fn
+        self._last: tuple[float, int, int] | None = None
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._last = (time.perf_counter(), 0, 0)
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        logs = logs or {}
+        metrics = {k: float(v) for k, v in logs.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if "loss" in logs and "train_tokens" in logs and self._last is not None:
+            now = time.perf_counter()
+            then, tokens, assistant = self._last
+            elapsed = max(now - then, 1e-9)
+            metrics["tokens_per_second"] = (logs["train_tokens"] - tokens) / elapsed
+            metrics["assistant_tokens_per_second"] = (logs["assistant_tokens"] - assistant) / elapsed
+            self._last = (now, logs["train_tokens"], logs["assistant_tokens"])
+        if metrics:
+            self.log_fn(metrics, state.global_step)
+
+
+class _LastLoss(TrainerCallback):
+    def __init__(self) -> None:
+        self.loss: float | None = None
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if logs and "loss" in logs:
+            self.loss = float(logs["loss"])
+
+
+def _split(rows: list[dict[str, Any]], fraction: float, seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    if fraction <= 0:
+        return rows, []
+    if len(rows) < 2:
+        raise ValueError(f"eval_fraction={fraction} needs at least 2 rows, got {len(rows)}")
+    order = list(range(len(rows)))
+    random.Random(seed).shuffle(order)
+    n_eval = min(max(1, round(fraction * len(rows))), len(rows) - 1)
+    held = set(order[:n_eval])
+    return [r for i, r in enumerate(rows) if i not in held], [r for i, r in enumerate(rows) if i in held]
+
+
+def sft_config(params: SFTParams, checkpoint_dir: Path, has_eval: bool) -> SFTConfig:
+    cpu = not torch.cuda.is_available()
+    return SFTConfig(
+        output_dir=str(checkpoint_dir),
+        learning_rate=params.learning_rate,
+        num_train_epochs=params.num_epochs,
+        max_steps=params.max_steps or -1,
+        per_device_train_batch_size=params.per_device_batch_size,
+        per_device_eval_batch_size=params.per_device_batch_size,
+        gradient_accumulation_steps=params.gradient_accumulation_steps,
+        max_length=params.max_length,
+        warmup_steps=params.warmup_ratio,  # a float below 1 is a fraction of the total steps
+        weight_decay=params.weight_decay,
+        lr_scheduler_type=params.lr_scheduler,
+        bf16=params.bf16,
+        activation_checkpointing=params.gradient_checkpointing,
+        activation_checkpointing_kwargs={"use_reentrant": False} if params.gradient_checkpointing else None,
+        packing=params.packing,
+        logging_steps=params.logging_steps,
+        logging_first_step=True,
+        save_strategy="steps",
+        save_steps=params.save_steps,
+        save_total_limit=params.save_total_limit,
+        eval_strategy="steps" if has_eval else "no",
+        eval_steps=params.save_steps if has_eval else None,
+        seed=params.seed,
+        data_seed=params.seed,
+        assistant_only_loss=True,
+        use_cpu=cpu,
+        report_to=[],  # the caller logs to MLflow through callbacks
+    )
+
+
+def _lora_config(lora: LoraParams) -> Any:
+    from peft import LoraConfig
+
+    return LoraConfig(
+        task_type="CAUSAL_LM",
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+    )
+
+
+def make_trainer(
+    model_path: str,
+    rows: list[dict[str, Any]],
+    params: SFTParams,
+    checkpoint_dir: Path,
+    callbacks: Sequence[TrainerCallback] = (),
+) -> SFTTrainer:
+    """The SFTTrainer for `rows`, with its dataset tokenized and labelled."""
+    if not rows:
+        raise ValueError("no rows to train on")
+    train_rows, eval_rows = _split(list(rows), params.eval_fraction, params.seed)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    # fp32 master weights whatever the checkpoint's dtype; bf16 is autocast on top.
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+    return _Trainer(
+        model=model,
+        args=sft_config(params, Path(checkpoint_dir), bool(eval_rows)),
+        train_dataset=to_dataset(train_rows),
+        eval_dataset=to_dataset(eval_rows) if eval_rows else None,
+        processing_class=tokenizer,
+        peft_config=_lora_config(params.lora) if params.lora.enabled else None,
+        callbacks=list(callbacks),
+    )
+
+
+def train_sft(
+    model_path: str,
+    rows: list[dict[str, Any]],
+    out_dir: Path,
+    params: SFTParams,
+    checkpoint_dir: Path,
+    callbacks: Sequence[TrainerCallback] = (),
+) -> dict[str, float]:
+    """Fine-tune `model_path` (a directory or a hub id) on `rows`; write the result to `out_dir`.
+
+    Resumes from the last checkpoint in `checkpoint_dir` when there is one.
+    """
+    out_dir, checkpoint_dir = Path(out_dir), Path(checkpoint_dir)
+    last_loss = _LastLoss()
+    trainer = make_trainer(model_path, rows, params, checkpoint_dir, [last_loss, *callbacks])
+
+    resume = last_checkpoint(checkpoint_dir)
+    for partial in [p for p in _checkpoints(checkpoint_dir) if not _complete(p)]:
+        shutil.rmtree(partial)  # nothing to resume from, and it would upset checkpoint rotation
+    threads = torch.get_num_threads()
+    if params.cpu_threads and trainer.args.use_cpu:
+        torch.set_num_threads(params.cpu_threads)
+    try:
+        start = time.perf_counter()
+        result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+        wall = time.perf_counter() - start
+    finally:
+        torch.set_num_threads(threads)
+
+    metrics: dict[str, float] = {
+        "train_loss": last_loss.loss if last_loss.loss is not None else float(result.training_loss),
+        "train_loss_mean": float(result.training_loss),
+        "steps": trainer.state.global_step,
+        "resumed_from_step": _step_of(resume) if resume else 0,
+        "train_tokens": trainer.tokens_seen,
+        "assistant_tokens": trainer.assistant_tokens_seen,
+        "tokens_per_second": trainer.tokens_seen / wall if wall > 0 else math.nan,
+        "assistant_tokens_per_second": trainer.assistant_tokens_seen / wall if wall > 0 else math.nan,
+        "wall_seconds": wall,
+    }
+    if trainer.eval_dataset is not None:
+        metrics["eval_loss"] = float(trainer.evaluate()["eval_loss"])
+
+    model = trainer.model
+    if params.lora.enabled:
+        model = model.merge_and_unload()  # a plain model: later stages need no peft
+    with atomic_dir(out_dir) as tmp:
+        model.save_pretrained(tmp)
+        trainer.processing_class.save_pretrained(tmp)
+    return metrics
+
+
+def _step_of(checkpoint: Path) -> int:
+    return int(checkpoint.name.rsplit("-", 1)[1])
+
+
+def _checkpoints(checkpoint_dir: Path) -> list[Path]:
+    if not checkpoint_dir.is_dir():
+        return []
+    return [p for p in checkpoint_dir.glob("checkpoint-*") if p.is_dir() and p.name.rsplit("-", 1)[1].isdigit()]
+
+
+def _complete(checkpoint: Path) -> bool:
+    # The trainer writes a checkpoint in place with trainer_state.json last,
+    # so a directory without it is a save that was cut short.
+    return (checkpoint / "trainer_state.json").is_file()
+
+
+def last_checkpoint(checkpoint_dir: Path) -> Path | None:
+    """The newest complete `checkpoint-N` in `checkpoint_dir`, if any."""
+    return max((p for p in _checkpoints(Path(checkpoint_dir)) if _complete(p)), key=_step_of, default=None)
