@@ -1,0 +1,309 @@
+"""OpenAITeacher against a real `transformers serve` of the built-in tiny model on CPU.
+
+The tiny model is random, so its replies are noise: the tests check the
+mechanics (requests, conversions, episode ends, errors, resume), not plans.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+
+import pytest
+from openai.types.chat import ChatCompletionMessage
+
+from star.config import OpenAITeacherParams
+from star.env.parse import parse_action
+from star.models import TinySpec, corpus_from_trajectories, make_tiny
+from star.resume import ProgressLog, run_resumable
+from star.travel.distill import ExpertTeacher, run_episode
+from star.travel.env import TravelEnv
+from star.travel.evaluate import index_for
+from star.travel.expert import Expert
+from star.travel.openai_teacher import (
+    OpenAITeacher,
+    TeacherRequestError,
+    TeacherUnavailable,
+    reply_text,
+    to_api_messages,
+)
+from star.travel.synthesize import SynthesisSpec, Synthesizer
+from star.travel.synthetic import entity_names
+from star.travel.tools import TravelTools
+
+KEY_ENV = "STAR_TEST_TEACHER_KEY"
+SECRET = "sk-test-0123456789abcdef"
+ROW_KEYS = {"query_id", "level", "days", "sample", "teacher", "messages", "tools", "turns", "tool_calls", "tool_errors", "truncated", "answer", "plan", "evaluation", "success", "calls"}
+
+
+def eventually(check, timeout: float = 5.0) -> bool:
+    """True once `check()` holds; the server's log reaches us a moment after its reply."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`transformers serve` of a local model directory, in a subprocess."""
+
+    def __init__(self, model_dir: Path, startup_s: float = 120.0):
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+        cmd = [sys.executable, "-m", "transformers.cli.transformers", "serve", str(model_dir)]
+        cmd += ["--device", "cpu", "--host", "127.0.0.1", "--port", str(self.port)]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        self._wait_ready(startup_s)
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def _wait_ready(self, startup_s: float) -> None:
+        deadline = time.monotonic() + startup_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("transformers serve exited:\n" + "".join(self.lines[-30:]))
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError("transformers serve did not start:\n" + "".join(self.lines[-30:]))
+
+    def requests(self) -> int:
+        """Chat requests answered so far (uvicorn's access log)."""
+        return sum('"POST /v1/chat/completions' in line for line in self.lines)
+
+    def received(self) -> int:
+        """Chat requests that reached generation."""
+        return sum("[Request received]" in line for line in self.lines)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture(scope="module")
+def world(synthetic_sandbox):
+    queries = Synthesizer(synthetic_sandbox, SynthesisSpec(sizes={"train": 3, "validation": 0, "test": 0})).run()["train"]
+    return queries, TravelTools(synthetic_sandbox), index_for(synthetic_sandbox)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory, synthetic_sandbox) -> Path:
+    schemas = TravelEnv(TravelTools(synthetic_sandbox)).tool_schemas()
+    spec = TinySpec(vocab_size=300, hidden_size=64, num_heads=2, num_layers=2, max_position_embeddings=8192)
+    out = tmp_path_factory.mktemp("tiny") / "model"
+    return make_tiny(out, corpus_from_trajectories([], schemas), entity_names(synthetic_sandbox), spec)
+
+
+@pytest.fixture(scope="module")
+def server(model_dir) -> Iterator[Server]:
+    srv = Server(model_dir)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def teacher_for(base_url: str, model_dir: Path, **kw) -> OpenAITeacher:
+    fields = dict(base_url=base_url, model=str(model_dir), api_key_env=KEY_ENV, max_tokens=16, retries=1, timeout=30.0)
+    return OpenAITeacher(OpenAITeacherParams(**{**fields, **kw}), backoff=0.05)
+
+
+def episode(teacher, world, query, sample: int = 0) -> dict:
+    _, tools, index = world
+    return run_episode(teacher, tools, index, query, sample, seed=0, max_turns=3, fault_rate=0.0)
+
+
+def key(row: dict) -> tuple:
+    return (row["query_id"], row["sample"])
+
+
+@pytest.fixture
+def secret_key(monkeypatch) -> str:
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    return SECRET
+
+
+# --- conversions --------------------------------------------------------------
+
+
+def test_history_becomes_api_messages_with_matching_tool_ids(world):
+    queries, tools, index = world
+    row = run_episode(ExpertTeacher(Expert()), tools, index, queries[0], 0, seed=0, max_turns=30, fault_rate=0.2)
+    messages = to_api_messages(row["messages"])
+    assert [m["role"] for m in messages] == [m["role"] for m in row["messages"]]
+    answered: list[str] = []
+    for m in messages:
+        if m["role"] == "assistant" and "tool_calls" in m:
+            assert "<tool_call>" not in m["content"] and m["content"].startswith("<think>")
+            for call in m["tool_calls"]:
+                json.loads(call["function"]["arguments"])
+            answered = [c["id"] for c in m["tool_calls"]]
+        elif m["role"] == "tool":
+            assert set(m) == {"role", "tool_call_id", "content"}
+            assert m["tool_call_id"] == answered.pop(0)
+    ids = [c["id"] for m in messages for c in m.get("tool_calls", [])]
+    assert len(ids) == len(set(ids)) == row["tool_calls"] > 0
+    assert "<answer>" in messages[-1]["content"] and "tool_calls" not in messages[-1]
+
+
+def message(content: str | None = None, tool_calls: list | None = None, **extra) -> ChatCompletionMessage:
+    return ChatCompletionMessage.model_validate({"role": "assistant", "content": content, "tool_calls": tool_calls, **extra})
+
+
+def function_call(name: str, arguments: str) -> dict:
+    return {"id": "x", "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+@pytest.mark.parametrize(
+    "msg, think, call, answer",
+    [
+        (message("", [function_call("SearchCity", '{"state": "Ohio"}')], reasoning_content=" look up <answer> "), "look up", ("SearchCity", {"state": "Ohio"}), None),
+        (message("<think>a</think>b", [function_call("SearchCity", '{"state": "Ohio"}'), function_call("Other", "{}")]), "a\nb", ("SearchCity", {"state": "Ohio"}), None),
+        (message('<think>t</think>\n<tool_call>{"name": "SearchCity", "arguments": {"state": "Ohio"}}</tool_call>'), "t", ("SearchCity", {"state": "Ohio"}), None),
+        (message("<think>t</think>Day 1: from A to B"), "t", None, "Day 1: from A to B"),
+        (message("intro <answer>Day 1: x</answer>", reasoning="r"), "r\nintro", None, "Day 1: x"),
+        (message("<think>maybe <tool_call>no</tool_call></think>plan"), "maybe no", None, "plan"),
+        (message(None), "", None, ""),
+    ],
+)
+def test_reply_becomes_one_agent_turn(msg, think, call, answer):
+    action = parse_action(reply_text(msg))
+    assert action.error is None and action.think == think
+    assert [(c.name, c.arguments) for c in action.tool_calls] == ([call] if call else [])
+    assert action.answer == answer
+
+
+def test_bad_replies_reach_the_environment_as_invalid_turns(world):
+    queries, tools, _ = world
+    env = TravelEnv(tools)
+    env.reset(queries[0])
+    env.step(reply_text(message("", [function_call("SearchCity", "{not json")])))
+    env.step(reply_text(message("<think>t <answer></think><tool_call>{broken</tool_call>")))
+    assert [c.kind for c in env.calls] == ["invalid", "invalid"] and not env.done
+
+
+# --- a real server -------------------------------------------------------------
+
+
+def test_episodes_against_transformers_serve(server, model_dir, world, secret_key):
+    queries = world[0]
+    teacher = teacher_for(server.base_url, model_dir)
+    assert teacher.name == f"openai:{model_dir}"
+    before = server.requests()
+    rows = [episode(teacher, world, q) for q in queries]
+    for row in rows:
+        assert set(row) == ROW_KEYS and row["teacher"] == teacher.name
+        assert 1 <= row["turns"] <= 3 and (row["answer"] is not None or row["truncated"])
+        assert any(m["role"] == "assistant" for m in row["messages"])
+        for m in row["messages"]:
+            if m["role"] == "assistant":
+                assert m["content"].startswith("<think>")
+    assert eventually(lambda: server.requests() - before == sum(r["turns"] for r in rows))
+    assert SECRET not in "".join(server.lines)
+
+
+def test_server_accepts_a_multi_turn_history(server, model_dir, world):
+    queries, tools, index = world
+    row = run_episode(ExpertTeacher(Expert()), tools, index, queries[1], 0, seed=0, max_turns=30, fault_rate=0.0)
+    teacher = teacher_for(server.base_url, model_dir)
+    before = server.requests()
+    reply = teacher.complete(to_api_messages(row["messages"][:-1]), json.loads(row["tools"]), seed=0)
+    assert reply.role == "assistant" and row["tool_calls"] > 0
+    assert eventually(lambda: server.requests() - before == 1)
+
+
+def test_client_errors_are_not_retried(server, model_dir, secret_key):
+    teacher = teacher_for(server.base_url, "no-such-model", retries=3)
+    before = server.requests()
+    with pytest.raises(TeacherRequestError) as err:
+        teacher.complete([{"role": "user", "content": "hi"}], [], seed=0)
+    assert eventually(lambda: server.requests() - before == 1)
+    assert "HTTP 400" in str(err.value) and server.base_url in str(err.value) and SECRET not in str(err.value)
+
+
+def test_dead_server_raises_teacher_unavailable_quickly(model_dir, world, secret_key):
+    base_url = f"http://127.0.0.1:{free_port()}/v1"
+    teacher = teacher_for(base_url, model_dir, retries=2, timeout=2.0)
+    start = time.monotonic()
+    with pytest.raises(TeacherUnavailable) as err:
+        episode(teacher, world, world[0][0])
+    text = str(err.value)
+    assert time.monotonic() - start < 10
+    assert base_url in text and "connection error" in text and "3 attempt(s)" in text
+    assert SECRET not in text and err.value.__cause__ is None and "\n" not in text
+
+
+def test_server_dying_mid_run_keeps_finished_rows_and_resume_runs_only_the_rest(server, model_dir, world, tmp_path, secret_key):
+    queries = world[0]
+    items = [(q, 0) for q in queries]
+    log_path = tmp_path / "progress.jsonl"
+    dying = Server(model_dir)
+    try:
+        # Kill the server while it works on the second episode's first request.
+        def killer() -> None:
+            while dying.received() < 2 and dying.proc.poll() is None:
+                time.sleep(0.01)
+            dying.kill()
+
+        threading.Thread(target=killer, daemon=True).start()
+        teacher = teacher_for(dying.base_url, model_dir, max_tokens=64)
+        work = partial(lambda t, it: episode(t, world, it[0], it[1]), teacher)
+        with pytest.raises(TeacherUnavailable) as err:
+            run_resumable(items, lambda it: (it[0].idx, it[1]), work, ProgressLog(log_path, key))
+        assert dying.base_url in str(err.value) and SECRET not in str(err.value)
+    finally:
+        dying.stop()
+
+    finished = ProgressLog(log_path, key).rows
+    assert 1 <= len(finished) < len(items)
+    before_rows = {k: json.dumps(r, sort_keys=True) for k, r in finished.items()}
+
+    ran: list = []
+    teacher = teacher_for(server.base_url, model_dir)
+
+    def work(it):
+        ran.append(it)
+        return episode(teacher, world, it[0], it[1])
+
+    before = server.requests()
+    rows = run_resumable(items, lambda it: (it[0].idx, it[1]), work, ProgressLog(log_path, key), concurrency=2)
+    assert len(rows) == len(items) and len(ran) == len(items) - len(finished)
+    assert {(it[0].idx, it[1]) for it in ran}.isdisjoint(finished)
+    assert eventually(lambda: server.requests() - before == sum(r["turns"] for r in rows if key(r) not in finished))
+    assert all(json.dumps(rows[i], sort_keys=True) == before_rows[key(rows[i])] for i in range(len(rows)) if key(rows[i]) in before_rows)
