@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup repro test bench
+.PHONY: setup repro test bench micro
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -14,10 +14,14 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 repro: setup
-	dvc repro
+	python -m flows.serve dvc repro
 
 test: setup
 	pytest -q
 
 bench: setup
 	for b in bench/*.py; do python $$b; done
+
+# The whole DAG on the micro profile, as a DVC experiment (a few minutes on a CPU).
+micro: setup
+	python -m flows.serve dvc exp run $$(python -m stages.profile params.micro.yaml)

@@ -12,8 +12,13 @@ from star.config import ParamsError, load_params
 PARAMS_FILE = "params.yaml"
 
 
-def run_stage(name: str, sections: list[str], flow: Callable[..., dict[str, Any]], **outputs: Any) -> None:
-    """`flow` gets each section as a keyword argument plus `outputs`, and returns metrics."""
+def run_stage(
+    name: str, sections: list[str], flow: Callable[..., dict[str, Any]], artifacts: list[Path] = (), **outputs: Any
+) -> None:
+    """`flow` gets each section as a keyword argument plus `outputs`, and returns metrics.
+
+    Files in `artifacts` that exist afterwards are logged to the stage's MLflow run.
+    """
     root = Path.cwd()
     try:
         params = load_params(root / PARAMS_FILE, sections)
@@ -29,3 +34,6 @@ def run_stage(name: str, sections: list[str], flow: Callable[..., dict[str, Any]
         metrics = flow(**params, **outputs) or {}
         mlflow.log_metrics({k: float(v) for k, v in metrics.items()})
         mlflow.log_dict(metrics, f"{name}_metrics.json")
+        for path in artifacts:
+            if Path(path).is_file():
+                mlflow.log_artifact(str(path))

@@ -13,6 +13,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from star.models.tiny import BUILTIN_TINY, TinySpec
+from star.train.grpo import GRPOParams
+from star.train.sft import SFTParams
 from star.travel.synthesize import SynthesisSpec
 from star.travel.synthetic import WorldSpec
 
@@ -80,7 +83,73 @@ class FilterParams(Section):
     seed: int = 0
 
 
+class ModelParams(Section):
+    """The policy model: the built-in tiny one or any Hugging Face causal LM."""
+
+    name_or_path: str = BUILTIN_TINY
+    # render the tools' JSON schemas into the prompt (native tool calling); the
+    # system prompt lists the tools either way
+    tool_schemas: bool = False
+    tiny: TinySpec = Field(default_factory=TinySpec)
+
+
+class LLMFormatterParams(Section):
+    base_url: str = "http://127.0.0.1:8000/v1"
+    model: str = "gpt-4o-mini"
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout: float = Field(60.0, gt=0)
+    retries: int = Field(3, ge=0, le=20)
+
+
+class FormatParams(Section):
+    """Itinerary text to the official plan JSON."""
+
+    kind: Literal["rules", "llm"] = "rules"
+    llm: LLMFormatterParams = Field(default_factory=LLMFormatterParams)
+
+
+class OpenAIEndpointParams(Section):
+    base_url: str = "http://127.0.0.1:8000/v1"
+    model: str = "policy"
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout: float = Field(120.0, gt=0)
+    retries: int = Field(3, ge=0, le=20)
+    concurrency: int = Field(8, ge=1, le=256)
+
+
+class InferParams(Section):
+    """How policies are run on the test split."""
+
+    backend: Literal["transformers", "openai", "vllm"] = "transformers"
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_turns: int = Field(12, ge=1, le=200)
+    max_new_tokens: int = Field(256, ge=1)
+    max_total_tokens: int = Field(2048, ge=64)
+    batch_size: int = Field(32, ge=1)
+    seed: int = 0
+    openai: OpenAIEndpointParams = Field(default_factory=OpenAIEndpointParams)
+
+
+class EvaluateParams(Section):
+    mode: Literal["official", "strict"] = "official"
+
+
+class SFTStageParams(SFTParams):
+    """Supervised fine-tuning on the filtered trajectories (TRL SFTTrainer)."""
+
+
+class GRPOStageParams(GRPOParams):
+    """Multi-turn GRPO in the sandbox (TRL GRPOTrainer)."""
+
+
 SECTIONS: dict[str, type[Section]] = {
+    "sft": SFTStageParams,
+    "grpo": GRPOStageParams,
+    "infer": InferParams,
+    "format": FormatParams,
+    "evaluate": EvaluateParams,
+    "model": ModelParams,
     "world": WorldParams,
     "env": EnvParams,
     "synthesize": SynthesizeParams,

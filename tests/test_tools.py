@@ -96,3 +96,12 @@ def test_observations_are_deterministic(real_sandbox):
     a = TravelTools(real_sandbox).as_tools()[5].execute({"city": "Dallas"}).content
     b = TravelTools(real_sandbox).as_tools()[5].execute({"city": "Dallas"}).content
     assert a == b
+
+
+def test_system_prompt_lists_every_tool_with_its_arguments(real_sandbox):
+    from star.travel.env import SYSTEM_PROMPT
+
+    listed = SYSTEM_PROMPT.split("Tools: ")[1]
+    for tool in TravelTools(real_sandbox).as_tools():
+        args = ", ".join(tool.parameters["properties"])
+        assert f"{tool.name}{{{args}}}" in listed

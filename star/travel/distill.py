@@ -65,7 +65,7 @@ def trajectory_row(env: TravelEnv, query: Query, teacher: str, sample: int, inde
         "sample": sample,
         "teacher": teacher,
         "messages": env.history,
-        "tools": json.dumps(env.tool_schemas(), sort_keys=True),
+        "tools": json.dumps(env.tool_schemas()),  # key order as the template renders it
         "turns": env.turns,
         "tool_calls": sum(c.name != "" for c in env.calls),
         "tool_errors": sum(c.kind not in ("ok", "empty", "repeated") for c in env.calls),

@@ -7,6 +7,9 @@ from star.env.faults import with_faults
 from star.travel.query import Query
 from star.travel.tools import TravelTools
 
+# The tools are listed here in one line, so a small model needs no JSON
+# schemas in its prompt (they cost hundreds of tokens); models that expect
+# native tool schemas get them from `tool_schemas()` as well.
 SYSTEM_PROMPT = """You plan trips with tools. Think in <think>...</think>, call one tool as <tool_call>{"name": ..., "arguments": {...}}</tool_call>, and end with the plan in <answer>...</answer>, one block per day:
 Day 1: from A to B
 Transport: Flight F123 | Self-driving | Taxi | -
@@ -14,7 +17,8 @@ Breakfast: name | -
 Attractions: name; name
 Lunch: name
 Dinner: name
-Stay: name | -"""
+Stay: name | -
+Tools: SearchFlight{departure, destination, date}, GoogleDistanceMatrix{departure, destination, mode}, SearchAccommodation{city}, SearchRestaurant{city}, SearchAttraction{city}, SearchCity{state}."""
 
 
 class TravelEnv(ToolEnv):

@@ -120,15 +120,15 @@ class TravelTools:
             return self._rows(lines, f"No attractions in {key[0]}.")
         raise ValueError(kind)
 
-    # -- the tools (names and docstrings are what the agent sees) -----------
+    # -- the tools (names and docstrings are what the agent sees, so they are terse) --
 
     def SearchFlight(self, departure: str, destination: str, date: str) -> str | ToolResult:
-        """Find flights between two cities on one day.
+        """Flights on a day.
 
         Args:
-            departure: City to fly from.
-            destination: City to fly to.
-            date: Day of the flight, YYYY-MM-DD.
+            departure: From city.
+            destination: To city.
+            date: YYYY-MM-DD.
         """
         origin = self._city(departure, "departure city")
         dest = self._city(destination, "destination city")
@@ -142,11 +142,11 @@ class TravelTools:
         return self._render("flight", origin, dest, day)
 
     def GoogleDistanceMatrix(self, departure: str, destination: str, mode: str) -> str | ToolResult:
-        """Distance, time and cost of driving between two cities.
+        """Driving time and cost.
 
         Args:
-            departure: City to start from.
-            destination: City to go to.
+            departure: From city.
+            destination: To city.
             mode: self-driving or taxi.
         """
         origin = self._city(departure, "departure city")
@@ -165,34 +165,34 @@ class TravelTools:
         return f"{mode} {origin} to {dest}: {row['duration']}, {km:g} km, ${cost}"
 
     def SearchAccommodation(self, city: str) -> str | ToolResult:
-        """List places to stay in a city, cheapest first.
+        """Places to stay.
 
         Args:
-            city: City name.
+            city: City.
         """
         return self._render("hotel", self._city(city))
 
     def SearchRestaurant(self, city: str) -> str | ToolResult:
-        """List restaurants in a city, cheapest first.
+        """Restaurants.
 
         Args:
-            city: City name.
+            city: City.
         """
         return self._render("restaurant", self._city(city))
 
     def SearchAttraction(self, city: str) -> str | ToolResult:
-        """List attractions in a city.
+        """Attractions.
 
         Args:
-            city: City name.
+            city: City.
         """
         return self._render("attraction", self._city(city))
 
     def SearchCity(self, state: str) -> str | ToolResult:
-        """List the cities of a state.
+        """Cities of a state.
 
         Args:
-            state: State name.
+            state: State.
         """
         cities = self.state_cities.get(state.strip())
         if cities is None:

@@ -1,0 +1,58 @@
+"""format and evaluate: itineraries to official plans, plans to TravelPlanner metrics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow
+
+from flows.tasks import task
+from star.config import EvaluateParams, FormatParams
+from star.io import read_jsonl, write_json, write_jsonl
+from star.travel.evaluate import aggregate, evaluate_plans, read_queries
+from star.travel.format import format_itinerary
+from star.travel.plan import Plan, read_submission, write_submission
+from star.travel.results import flat_metrics
+from star.travel.sandbox import Sandbox
+
+
+@task
+def format_answers(format: FormatParams, queries: Path, trajectories: Path) -> list[Plan]:
+    by_query = {row["query_id"]: row for row in read_jsonl(trajectories)}
+    plans = []
+    for query in read_queries(queries):
+        row = by_query.get(query.idx)
+        answer = row.get("answer") if row else None
+        if not answer:
+            plans.append(Plan(idx=query.idx, query=query.query, error="no final answer"))
+            continue
+        options = format.llm.model_dump() if format.kind == "llm" else {}
+        plan = format_itinerary(answer, query, kind=format.kind, **options)
+        plan.query = query.query
+        plans.append(plan)
+    return plans
+
+
+@flow(name="format")
+def format_flow(format: FormatParams, queries: Path, trajectories: Path, out: Path) -> dict[str, float]:
+    plans = format_answers(format, queries, trajectories)
+    write_submission(out, plans)
+    return {"plans": len(plans), "delivered": sum(p.delivered for p in plans)}
+
+
+@task
+def score(evaluate: EvaluateParams, world: Path, queries: Path, plans: Path) -> tuple[dict, list[dict]]:
+    query_list = read_queries(queries)
+    evaluations = evaluate_plans(query_list, read_submission(plans), Sandbox.load(world), evaluate.mode)
+    rows = [{**e.to_dict(), "level": q.level, "days": q.days} for q, e in zip(query_list, evaluations)]
+    return aggregate(query_list, evaluations), rows
+
+
+@flow(name="evaluate")
+def evaluate_flow(evaluate: EvaluateParams, world: Path, queries: Path, plans: Path, out: Path) -> dict[str, float]:
+    summary, rows = score(evaluate, world, queries, plans)
+    metrics = flat_metrics(summary)
+    write_json(out / "metrics.json", metrics)
+    write_json(out / "summary.json", summary)
+    write_jsonl(out / "rows.jsonl", rows)
+    return {k.replace("/", "_"): v for k, v in metrics.items() if isinstance(v, (int, float))}

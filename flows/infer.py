@@ -1,0 +1,88 @@
+"""infer: run one policy (base, sft, grpo or the teacher) on the test split."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from prefect import flow
+
+from flows.tasks import task
+from star.config import EnvParams, InferParams, ModelParams, TeacherParams
+from star.io import atomic_dir, read_jsonl
+from star.models.base import model_source
+from star.travel.evaluate import index_for
+from star.travel.query import Query
+from star.travel.sandbox import Sandbox
+from star.travel.tools import TravelTools
+
+
+@task
+def run_teacher(teacher: TeacherParams, env: EnvParams, sandbox: Sandbox, queries: list[Query]) -> list[dict]:
+    from flows.distill import make_teacher
+    from star.travel.distill import run_episode
+
+    # The reference is the teacher at its best: no deliberate mistakes.
+    agent = make_teacher(teacher.model_copy(update={"mistake_rate": 0.0}))
+    tools, index = TravelTools(sandbox, row_cap=env.row_cap), index_for(sandbox)
+    return [run_episode(agent, tools, index, q, 0, seed=teacher.seed, max_turns=env.max_turns, fault_rate=0.0) for q in queries]
+
+
+@task
+def run_model(infer: InferParams, env: EnvParams, model: ModelParams, sandbox: Sandbox, queries: list[Query], model_dir: Path, policy: str) -> list[dict]:
+    from star.agent.backends import make_backend
+    from star.agent.policy import play, trajectory_row
+    from star.agent.rollout import RolloutLimits
+
+    source = model_source(model_dir)
+    if infer.backend == "transformers":
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        torch.manual_seed(infer.seed)
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        backend = make_backend("transformers", model=AutoModelForCausalLM.from_pretrained(source).eval(), tokenizer=tokenizer, temperature=infer.temperature, top_p=infer.top_p, seed=infer.seed)
+    elif infer.backend == "vllm":
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        backend = make_backend("vllm", model=source, temperature=infer.temperature, top_p=infer.top_p, seed=infer.seed)
+    else:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        backend = make_backend("openai", **infer.openai.model_dump(), temperature=infer.temperature)
+    limits = RolloutLimits(max_turns=infer.max_turns, max_new_tokens=infer.max_new_tokens, max_total_tokens=infer.max_total_tokens)
+    tools = TravelTools(sandbox, row_cap=env.row_cap)
+    played = play(backend, tokenizer, tools, queries, limits, batch_size=infer.batch_size, seed=infer.seed, tools_in_prompt=model.tool_schemas)
+    return [trajectory_row(q, e, t, policy) for q, e, t in played]
+
+
+@task
+def save_rows(rows: list[dict], out: Path) -> dict[str, float]:
+    with atomic_dir(out) as tmp:
+        with open(tmp / "trajectories.jsonl", "w") as f:
+            for row in rows:
+                f.write(json.dumps(row, sort_keys=True) + "\n")
+    n = max(len(rows), 1)
+    return {
+        "episodes": len(rows),
+        "answered": sum(bool(r["answer"]) for r in rows) / n,
+        "truncated": sum(bool(r["truncated"]) for r in rows) / n,
+        "mean_turns": sum(r["turns"] for r in rows) / n,
+        "tool_errors_per_episode": sum(r["tool_errors"] for r in rows) / n,
+    }
+
+
+@flow(name="infer")
+def infer_flow(infer: InferParams, env: EnvParams, model: ModelParams, policy: str, world: Path, queries: Path, model_dir: Path, out: Path) -> dict[str, float]:
+    sandbox = Sandbox.load(world)
+    query_list = [Query.model_validate(r) for r in read_jsonl(queries)]
+    return save_rows(run_model(infer, env, model, sandbox, query_list, model_dir, policy), out)
+
+
+@flow(name="infer_teacher")
+def infer_teacher_flow(teacher: TeacherParams, env: EnvParams, world: Path, queries: Path, out: Path) -> dict[str, float]:
+    sandbox = Sandbox.load(world)
+    query_list = [Query.model_validate(r) for r in read_jsonl(queries)]
+    return save_rows(run_teacher(teacher, env, sandbox, query_list), out)

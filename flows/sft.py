@@ -1,0 +1,38 @@
+"""sft: supervised fine-tuning of the base policy on the filtered teacher trajectories."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+from prefect import flow
+
+from flows.tasks import task
+from star.config import ModelParams, SFTStageParams
+from star.io import read_jsonl
+from star.models.base import model_source
+
+
+@task
+def fine_tune(sft: SFTStageParams, model: ModelParams, data: Path, base: Path, out: Path, checkpoints: Path) -> dict[str, float]:
+    import mlflow
+
+    from star.train.sft import MetricsCallback, train_sft
+
+    rows = read_jsonl(data)
+    # A checkpoint only resumes the same run: same params, data and base model.
+    fingerprint = hashlib.sha256((sft.model_dump_json() + model.model_dump_json()).encode() + data.read_bytes()).hexdigest()[:12]
+    checkpoints = checkpoints / fingerprint
+    if not model.tool_schemas:
+        # the system prompt lists the tools; schemas would only cost tokens
+        rows = [{k: v for k, v in r.items() if k != "tools"} for r in rows]
+    callback = MetricsCallback(lambda metrics, step: mlflow.log_metrics({f"train/{k}": v for k, v in metrics.items()}, step=step))
+    metrics = train_sft(model_source(base), rows, out, sft, checkpoints, callbacks=[callback])
+    shutil.rmtree(checkpoints, ignore_errors=True)
+    return metrics
+
+
+@flow(name="sft")
+def sft_flow(sft: SFTStageParams, model: ModelParams, data: Path, base: Path, out: Path, checkpoints: Path) -> dict[str, float]:
+    return fine_tune(sft, model, data, base, out, checkpoints)

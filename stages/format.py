@@ -1,0 +1,16 @@
+import sys
+from pathlib import Path
+
+from flows.evaluate import format_flow
+from stages.common import run_stage
+
+if __name__ == "__main__":
+    policy = sys.argv[1]
+    run_stage(
+        f"format@{policy}",
+        ["format"],
+        format_flow,
+        queries=Path("data/queries/test.jsonl"),
+        trajectories=Path(f"data/infer/{policy}/trajectories.jsonl"),
+        out=Path(f"data/plans/{policy}.jsonl"),
+    )

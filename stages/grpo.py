@@ -1,0 +1,16 @@
+from pathlib import Path
+
+from flows.grpo import grpo_flow
+from stages.common import run_stage
+
+if __name__ == "__main__":
+    run_stage(
+        "grpo",
+        ["grpo", "env", "model"],
+        grpo_flow,
+        world=Path("data/world"),
+        queries=Path("data/queries/train.jsonl"),
+        sft=Path("models/sft"),
+        out=Path("models/grpo"),
+        checkpoints=Path("models/.checkpoints/grpo"),
+    )

@@ -1,0 +1,16 @@
+from pathlib import Path
+
+from flows.sft import sft_flow
+from stages.common import run_stage
+
+if __name__ == "__main__":
+    run_stage(
+        "sft",
+        ["sft", "model"],
+        sft_flow,
+        data=Path("data/sft/train.jsonl"),
+        base=Path("models/base"),
+        out=Path("models/sft"),
+        # checkpoints live outside the stage output, so an interrupted run resumes
+        checkpoints=Path("models/.checkpoints/sft"),
+    )

@@ -1,0 +1,38 @@
+"""The base policy: the built-in tiny model built here, or a pointer to any HF model.
+
+Downstream stages read `models/base` either way: a model directory, or a
+`source.json` naming a Hugging Face id or a local path (not copied, since
+real models are large).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from star.io import atomic_dir
+from star.models.tiny import BUILTIN_TINY, TinySpec, make_tiny
+
+SOURCE = "source.json"
+
+
+def prepare_base(
+    out: Path, name_or_path: str, spec: TinySpec, corpus: Callable[[], list[str]], entity_names: Callable[[], Sequence[str]]
+) -> str:
+    if name_or_path == BUILTIN_TINY:
+        make_tiny(out, corpus(), entity_names(), spec)
+        return str(out)
+    with atomic_dir(out) as tmp:
+        (tmp / SOURCE).write_text(json.dumps({"name_or_path": name_or_path}) + "\n")
+    return name_or_path
+
+
+def model_source(directory: str | Path) -> str:
+    """What `from_pretrained` should load for a model stage's output."""
+    directory = Path(directory)
+    if (directory / SOURCE).is_file():
+        return json.loads((directory / SOURCE).read_text())["name_or_path"]
+    if not (directory / "config.json").is_file():
+        raise FileNotFoundError(f"no model at {directory}: run the stage that builds it first")
+    return str(directory)

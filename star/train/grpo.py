@@ -1,0 +1,264 @@
+"""Multi-turn GRPO in TravelEnv, on TRL's GRPOTrainer with the project's rollout engine.
+
+TRL asks `rollout_func` for one completion per prompt it hands over (each
+query already repeated `num_generations` times). Ours plays those episodes
+with the batched engine, so the token lists, the chat template and the
+masks are exactly those of SFT and evaluation: observation and template
+tokens carry mask 0 (`env_mask`) and never enter the loss. The reward of an
+episode is its outcome reward (SUM, MACRO, SUCCESS or CURRICULUM, from the
+evaluator) plus `process.weight` times its process reward (star/train/process.py).
+
+Defaults follow STAR's variant: no KL term (beta 0, no reference model),
+clip-higher (epsilon_high > epsilon), and episodes cut by a limit excluded
+from the loss but kept in their group's reward statistics
+(`mask_truncated_completions`; a cut episode's completion does not end in eos).
+
+Algorithms:
+- grpo: the above.
+- dapo: DAPO's token-level loss plus reward-guided dynamic sampling: a group
+  whose rewards are all equal has zero advantage and teaches nothing, so it is
+  replaced by a group for another training query, up to `dapo_max_tries`
+  times per group; groups still flat after that are kept (they add no
+  gradient) and counted. DAPO's overlong reward shaping is not used.
+- arpo: adaptive rollouts in the spirit of ARPO. Half of each group is played
+  in full; in each group the episode whose turn after a tool result was the
+  least certain (lowest mean log-probability, a proxy for high entropy, since
+  the engine keeps sampled-token log-probabilities only) becomes a branch
+  point: the other half replays its turns up to that tool result and then
+  samples on its own, so the group spends the same number of episodes. ARPO
+  itself branches on token entropy measured right after each tool call and
+  mixes global and partial samples under a budget; this is a simpler,
+  same-budget variant.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from star.train.process import ProcessRewards, process_reward
+from star.train.rewards import outcome_reward
+from star.travel.evaluate import SandboxIndex, evaluate_plan
+from star.travel.format import format_rules
+from star.travel.query import Query
+
+RewardKind = Literal["SUM", "MACRO", "SUCCESS", "CURRICULUM"]
+
+
+class GRPOParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    algorithm: Literal["grpo", "dapo", "arpo"] = "grpo"
+    reward: RewardKind = "CURRICULUM"
+    switch_at: float | int = 0.5  # CURRICULUM: a step (int) or a fraction of the steps (float)
+    process: ProcessRewards = Field(default_factory=ProcessRewards)
+    num_generations: int = Field(8, ge=2)
+    queries_per_step: int = Field(4, ge=1)
+    steps: int = Field(20, ge=1)
+    learning_rate: float = Field(5e-5, gt=0)
+    beta: float = Field(0.0, ge=0)
+    epsilon: float = Field(0.2, gt=0)
+    epsilon_high: float = Field(0.28, gt=0)
+    loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo"] = "grpo"
+    scale_rewards: Literal["group", "batch", "none"] = "group"
+    mask_truncated_completions: bool = True
+    temperature: float = Field(1.0, gt=0)
+    max_turns: int = Field(12, ge=1)
+    max_new_tokens: int = Field(256, ge=1)
+    max_total_tokens: int = Field(2048, ge=64)
+    dapo_max_tries: int = Field(2, ge=0)
+    save_steps: int = Field(10, ge=1)
+    bf16: bool = False
+    gradient_checkpointing: bool = False
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _check(self) -> GRPOParams:
+        if self.epsilon_high < self.epsilon:
+            raise ValueError("epsilon_high must be >= epsilon (clip-higher)")
+        if isinstance(self.switch_at, float) and not 0 <= self.switch_at <= 1:
+            raise ValueError("switch_at as a fraction must lie in [0, 1]")
+        if self.algorithm == "arpo" and self.num_generations % 2:
+            raise ValueError("arpo splits each group in two: num_generations must be even")
+        return self
+
+
+def zero_variance_groups(rewards: list[float], group_size: int) -> list[int]:
+    """Indices of the groups whose rewards are all equal (no advantage, no signal)."""
+    return [g for g in range(len(rewards) // group_size) if len(set(rewards[g * group_size : (g + 1) * group_size])) == 1]
+
+
+class Scorer:
+    """Outcome + process reward of one finished episode, with its sub-metrics."""
+
+    def __init__(self, index: SandboxIndex, params: GRPOParams):
+        self.index = index
+        self.params = params
+
+    def __call__(self, query: Query, env: Any, step: int) -> dict[str, float]:
+        plan = format_rules(env.answer, query) if env.answer else None
+        evaluation = evaluate_plan(query, plan, self.index) if plan is not None else None
+        kind = self.params.reward.lower()
+        outcome = outcome_reward(kind, evaluation, step=step, total_steps=self.params.steps, switch_at=self.params.switch_at)
+        kinds = [c.kind for c in env.calls]
+        process = process_reward(kinds, self.params.process)
+        ok = evaluation is not None and evaluation.delivered
+        return {
+            "reward": outcome + self.params.process.weight * process,
+            "outcome": outcome,
+            "process": process,
+            "success": float(bool(evaluation and evaluation.final_pass)),
+            "delivered": float(ok),
+            "commonsense_micro": evaluation.commonsense_micro if ok else 0.0,
+            "hard_micro": evaluation.hard_micro if ok else 0.0,
+            "turns": float(env.turns),
+            "tool_error_rate": sum(k not in ("ok", "empty", "repeated") for k in kinds) / max(len(kinds), 1),
+            "truncated": float(env.truncated or env.answer is None),
+        }
+
+
+class EpisodeRunner:
+    """Plays episodes for GRPO and keeps per-step statistics for logging."""
+
+    def __init__(
+        self,
+        play: Callable[[list[Query], int, list[list[str]] | None], list[tuple[Any, Any]]],
+        queries: list[Query],
+        scorer: Scorer,
+        params: GRPOParams,
+    ):
+        self.play = play  # (queries, seed, forced prefixes) -> [(env, trajectory)]
+        self.by_text = {q.query: q for q in queries}
+        self.queries = queries
+        self.scorer = scorer
+        self.params = params
+        self.rng = random.Random(params.seed)
+        self.stats: dict[str, list[float]] = defaultdict(list)
+
+    def __call__(self, prompts: list[list[dict]], trainer: Any) -> dict[str, Any]:
+        step = trainer.state.global_step
+        queries = [self.by_text[p[-1]["content"]] for p in prompts]
+        G = self.params.num_generations
+        if self.params.algorithm == "arpo":
+            results = self._arpo(queries, step)
+        else:
+            results = self._play_scored(queries, step)
+        dropped = 0
+        if self.params.algorithm == "dapo":
+            results, dropped = self._dynamic_sampling(results, step)
+        groups = max(len(results) // G, 1)
+        self.stats["groups_dropped_fraction"].append(dropped / groups)
+        rewards = [r["reward"] for _, _, r in results]
+        for name in results[0][2]:
+            self.stats[name].append(statistics.fmean(r[name] for _, _, r in results))
+        self.stats["reward_std"].append(statistics.pstdev(rewards))
+        self.stats["completion_tokens"].append(statistics.fmean(sum(t.completion_mask) for _, t, _ in results))
+        return {
+            "prompt_ids": [t.prompt_ids for _, t, _ in results],
+            "completion_ids": [t.completion_ids for _, t, _ in results],
+            "logprobs": [t.logprobs or [0.0] * len(t.completion_ids) for _, t, _ in results],
+            "env_mask": [t.completion_mask for _, t, _ in results],
+            "reward": rewards,
+        }
+
+    def _play_scored(self, queries: list[Query], step: int, prefixes: list[list[str]] | None = None) -> list[tuple]:
+        played = self.play(queries, self.params.seed * 100_003 + step * 1_009 + self.rng.randrange(1 << 20), prefixes)
+        return [(q, t, self.scorer(q, env, step)) for q, (env, t) in zip(queries, played)]
+
+    def _dynamic_sampling(self, results: list[tuple], step: int) -> tuple[list[tuple], int]:
+        G = self.params.num_generations
+        flat = zero_variance_groups([r["reward"] for _, _, r in results], G)
+        for g in flat:
+            for _ in range(self.params.dapo_max_tries):
+                query = self.rng.choice(self.queries)
+                fresh = self._play_scored([query] * G, step)
+                if len({r["reward"] for _, _, r in fresh}) > 1:
+                    results[g * G : (g + 1) * G] = fresh
+                    break
+        return results, len(flat)
+
+    def _arpo(self, queries: list[Query], step: int) -> list[tuple]:
+        G, half = self.params.num_generations, self.params.num_generations // 2
+        firsts = [queries[g * G] for g in range(len(queries) // G)]
+        full = self._play_scored([q for q in firsts for _ in range(half)], step)
+        prefixes, branch_queries = [], []
+        for g, query in enumerate(firsts):
+            group = full[g * half : (g + 1) * half]
+            prefix = min((branch_point(t) for _, t, _ in group), key=lambda x: x[0])[1]
+            prefixes += [prefix] * half
+            branch_queries += [query] * half
+        branched = self._play_scored(branch_queries, step, prefixes)
+        out = []
+        for g in range(len(firsts)):
+            out += full[g * half : (g + 1) * half] + branched[g * half : (g + 1) * half]
+        return out
+
+
+def branch_point(trajectory: Any) -> tuple[float, list[str]]:
+    """(certainty, assistant turns to replay) for the least certain turn after a tool result."""
+    turns = [m for m in trajectory.messages if m["role"] == "assistant"]
+    certainty = turn_certainties(trajectory)
+    best = (math.inf, [])
+    for i in range(1, min(len(turns), len(certainty))):
+        if certainty[i] < best[0]:
+            best = (certainty[i], [m["content"] for m in turns[:i]])
+    return best
+
+
+def turn_certainties(trajectory: Any) -> list[float]:
+    """Mean log-probability of the model's tokens in each assistant turn."""
+    if not trajectory.logprobs:
+        return []
+    out, current = [], []
+    for mask, lp in zip(trajectory.completion_mask, trajectory.logprobs):
+        if mask:
+            current.append(lp)
+        elif current:
+            out.append(statistics.fmean(current))
+            current = []
+    if current:
+        out.append(statistics.fmean(current))
+    return out
+
+
+def grpo_config(params: GRPOParams, output_dir: Path, use_cpu: bool) -> Any:
+    from trl import GRPOConfig
+
+    batch = params.num_generations * params.queries_per_step
+    return GRPOConfig(
+        output_dir=str(output_dir),
+        per_device_train_batch_size=batch,
+        gradient_accumulation_steps=1,
+        steps_per_generation=1,
+        num_iterations=1,
+        num_generations=params.num_generations,
+        max_steps=params.steps,
+        learning_rate=params.learning_rate,
+        lr_scheduler_type="constant_with_warmup",
+        warmup_steps=0,
+        beta=params.beta,
+        epsilon=params.epsilon,
+        epsilon_high=params.epsilon_high,
+        loss_type="dapo" if params.algorithm == "dapo" else params.loss_type,
+        scale_rewards=params.scale_rewards,
+        mask_truncated_completions=params.mask_truncated_completions,
+        max_completion_length=params.max_total_tokens,
+        temperature=params.temperature,
+        logging_steps=1,
+        save_steps=params.save_steps,
+        save_total_limit=2,
+        report_to=[],
+        seed=params.seed,
+        bf16=params.bf16,
+        gradient_checkpointing=params.gradient_checkpointing,
+        use_cpu=use_cpu,
+        shuffle_dataset=True,
+        remove_unused_columns=False,
+    )

@@ -1,0 +1,76 @@
+"""Side-by-side results of every policy: one JSON, a markdown table, a plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from star.io import atomic_path
+from star.travel.evaluate import METRICS
+
+# teacher is the upper reference, base the lower one
+POLICY_ORDER = ("teacher", "grpo", "sft", "base")
+LEVELS = ("easy", "medium", "hard")
+
+
+def flat_metrics(aggregate: dict[str, Any]) -> dict[str, float]:
+    """`aggregate()` output as flat keys: final_pass_rate, easy/final_pass_rate, ..."""
+    out = {m: aggregate[m] for m in METRICS}
+    out["n"] = aggregate.get("n", 0)
+    for level, rates in aggregate.get("by_level", {}).items():
+        for m in METRICS:
+            out[f"{level}/{m}"] = rates[m]
+    return out
+
+
+def ordered(results: dict[str, dict[str, float]]) -> list[str]:
+    return sorted(results, key=lambda p: (POLICY_ORDER.index(p) if p in POLICY_ORDER else len(POLICY_ORDER), p))
+
+
+def markdown_table(results: dict[str, dict[str, float]]) -> str:
+    policies = ordered(results)
+    names = {
+        "delivery_rate": "delivery",
+        "commonsense_micro": "commonsense micro",
+        "commonsense_macro": "commonsense macro",
+        "hard_micro": "hard micro",
+        "hard_macro": "hard macro",
+        "final_pass_rate": "final pass",
+    }
+    lines = ["| metric | " + " | ".join(policies) + " |", "|---|" + "---:|" * len(policies)]
+    per_level = ("delivery_rate", "final_pass_rate")  # the rest is in metrics.json
+    for scope in ("", *LEVELS):
+        for metric in METRICS if not scope else per_level:
+            key = f"{scope}/{metric}" if scope else metric
+            if not any(key in results[p] for p in policies):
+                continue
+            label = f"{scope} {names[metric]}" if scope else f"**{names[metric]}**"
+            cells = [f"{100 * results[p][key]:.1f}%" if key in results[p] else "-" for p in policies]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_pass_rates(results: dict[str, dict[str, float]], path: str | Path) -> None:
+    """Grouped bars: final pass rate per level (and overall) for each policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    policies = ordered(results)
+    scopes = ["overall", *LEVELS]
+    width = 0.8 / max(len(policies), 1)
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    for i, policy in enumerate(policies):
+        values = [100 * results[policy].get("final_pass_rate" if s == "overall" else f"{s}/final_pass_rate", 0.0) for s in scopes]
+        bars = ax.bar([x + i * width for x in range(len(scopes))], values, width, label=policy)
+        ax.bar_label(bars, fmt="%.0f", fontsize=7)
+    ax.set_xticks([x + width * (len(policies) - 1) / 2 for x in range(len(scopes))], scopes)
+    ax.set_ylabel("final pass rate (%)")
+    ax.set_ylim(0, 105)
+    ax.set_title("TravelPlanner final pass rate by level")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=120)
+    plt.close(fig)

@@ -1,0 +1,151 @@
+from types import SimpleNamespace
+
+import pytest
+from pydantic import ValidationError
+
+from star.agent.backends import TransformersBackend
+from star.agent.policy import play
+from star.agent.rollout import RolloutLimits
+from star.config import GRPOStageParams
+from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
+from star.train.grpo import EpisodeRunner, GRPOParams, Scorer, zero_variance_groups
+from star.train.process import ProcessRewards, process_reward
+from star.travel.distill import ExpertTeacher, run_episode
+from star.travel.evaluate import index_for
+from star.travel.expert import Expert
+from star.travel.synthesize import SynthesisSpec, Synthesizer
+from star.travel.synthetic import entity_names
+from star.travel.tools import TravelTools
+
+
+def test_zero_variance_groups_are_exactly_the_flat_ones():
+    rewards = [1, 1, 0, 1, 0.5, 0.5, 0, 0, 0.2, 0.3]
+    assert zero_variance_groups(rewards, 2) == [0, 2, 3]
+    assert zero_variance_groups(rewards[:8], 4) == []
+
+
+class _State:
+    global_step = 0
+
+
+class _Trainer:
+    state = _State()
+
+
+def test_dapo_replaces_flat_groups_and_counts_them():
+    params = GRPOParams(algorithm="dapo", num_generations=2, dapo_max_tries=3)
+    runner = EpisodeRunner(play=None, queries=[SimpleNamespace(query=q) for q in ("q1", "q2", "q3")], scorer=None, params=params)
+    outcomes = iter([[0.0, 1.0]])  # the first fresh group has signal
+
+    def fake_play_scored(queries, step, prefixes=None):
+        return [(q, None, {"reward": r}) for q, r in zip(queries, next(outcomes))]
+
+    runner._play_scored = fake_play_scored
+    results = [("a", None, {"reward": 1.0}), ("a", None, {"reward": 1.0}), ("b", None, {"reward": 0.0}), ("b", None, {"reward": 1.0})]
+    kept, dropped = runner._dynamic_sampling(results, step=0)
+    assert dropped == 1
+    assert [r["reward"] for _, _, r in kept] == [0.0, 1.0, 0.0, 1.0]
+    assert kept[2][0] == "b"  # the group with signal is untouched
+
+
+def test_process_reward_values():
+    values = ProcessRewards(weight=0.5, informative=1.0, repeated=-0.5, invalid=-1.0, failed=0.0)
+    assert process_reward(["ok", "empty", "repeated", "invalid"], values) == pytest.approx((1 + 1 - 0.5 - 1) / 4)
+    assert process_reward(["fault", "error"], values) == 0.0
+    assert process_reward([], values) == 0.0
+    assert process_reward(["invalid"] * 3, ProcessRewards(invalid=-5.0)) == -1.0  # clipped
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"epsilon": 0.3, "epsilon_high": 0.2},
+        {"switch_at": 1.5},
+        {"algorithm": "arpo", "num_generations": 3},
+        {"algorithm": "ppo"},
+        {"reward": "BEST"},
+        {"num_generations": 1},
+        {"beta": -0.1},
+        {"learning_rate": 0},
+        {"loss_type": "xyz"},
+        {"scale_rewards": "rank"},
+        {"process": {"weight": -1}},
+        {"process": {"bonus": 1}},
+        {"temperature": 0},
+        {"steps": 0},
+        {"unknown_knob": 1},
+    ],
+)
+def test_every_knob_is_validated(bad):
+    with pytest.raises(ValidationError):
+        GRPOStageParams.model_validate(bad)
+
+
+def test_paper_defaults():
+    params = GRPOParams()
+    assert params.beta == 0.0 and params.epsilon_high > params.epsilon and params.mask_truncated_completions
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory, synthetic_sandbox):
+    queries = Synthesizer(synthetic_sandbox, SynthesisSpec(seed=3, sizes={"train": 8, "validation": 0, "test": 0})).run()["train"]
+    tools, index = TravelTools(synthetic_sandbox), index_for(synthetic_sandbox)
+    rows = [run_episode(ExpertTeacher(Expert(0.0)), tools, index, q, 0, seed=0, max_turns=16, fault_rate=0.0) for q in queries]
+    corpus = corpus_from_trajectories([r["messages"] for r in rows], [])
+    path = make_tiny(tmp_path_factory.mktemp("tiny"), corpus, entity_names(synthetic_sandbox), TinySpec(vocab_size=400, hidden_size=64, num_layers=2, num_heads=2))
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path), queries, tools, index
+
+
+def test_runner_masks_every_observation_token(tiny):
+    model, tokenizer, queries, tools, index = tiny
+    params = GRPOParams(num_generations=2, max_turns=3, max_new_tokens=24)
+    limits = RolloutLimits(max_turns=3, max_new_tokens=24, max_total_tokens=1024)
+
+    envs = []
+
+    def play_batch(batch, seed, prefixes):
+        backend = TransformersBackend(model, tokenizer, temperature=1.0, seed=seed)
+        played = play(backend, tokenizer, tools, batch, limits, batch_size=len(batch), fault_rate=0.5, seed=seed, prefixes=prefixes, progress=False)
+        envs.extend(e for _, e, _ in played)
+        return [(e, t) for _, e, t in played]
+
+    runner = EpisodeRunner(play_batch, queries, Scorer(index, params), params)
+    prompts = [[{"role": "system", "content": ""}, {"role": "user", "content": q.query}] for q in queries[:2] for _ in range(2)]
+    out = runner(prompts, _Trainer())
+    assert len(out["completion_ids"]) == 4 and all(len(m) == len(c) for m, c in zip(out["env_mask"], out["completion_ids"]))
+    observations = 0
+    for env, ids, mask, logprobs in zip(envs, out["completion_ids"], out["env_mask"], out["logprobs"]):
+        masked = tokenizer.decode([t for t, m in zip(ids, mask) if not m])
+        trained = tokenizer.decode([t for t, m in zip(ids, mask) if m])
+        for message in env.history[2:]:
+            if message["role"] != "assistant":  # tool results and corrections: never trained on
+                observations += 1
+                assert message["content"] in masked and message["content"] not in trained
+        assert all(lp == 0.0 for lp, m in zip(logprobs, mask) if not m)
+    assert observations > 0
+    assert all(isinstance(r, float) for r in out["reward"])
+    assert set(runner.stats) >= {"reward", "success", "turns", "tool_error_rate", "truncated", "groups_dropped_fraction"}
+
+
+def test_arpo_groups_share_a_replayed_prefix(tiny):
+    model, tokenizer, queries, tools, index = tiny
+    params = GRPOParams(algorithm="arpo", num_generations=4, max_turns=3, max_new_tokens=16)
+    limits = RolloutLimits(max_turns=3, max_new_tokens=16, max_total_tokens=1024)
+    seen = []
+
+    def play_batch(batch, seed, prefixes):
+        seen.append(prefixes)
+        backend = TransformersBackend(model, tokenizer, temperature=1.0, seed=seed)
+        return [(e, t) for _, e, t in play(backend, tokenizer, tools, batch, limits, batch_size=len(batch), seed=seed, prefixes=prefixes, progress=False)]
+
+    runner = EpisodeRunner(play_batch, queries, Scorer(index, params), params)
+    prompts = [[{"role": "user", "content": queries[0].query}]] * 4
+    out = runner(prompts, _Trainer())
+    assert len(out["completion_ids"]) == 4  # same sample budget
+    assert seen[0] is None and len(seen[1]) == 2  # half played in full, half branched
+    prefix = seen[1][0]
+    assert prefix  # a branch point after at least one tool result
+    branched = tokenizer.decode(out["completion_ids"][2])
+    assert prefix[0][:8] in branched

@@ -1,0 +1,95 @@
+"""The whole DAG on the micro profile, as a real DVC experiment in a fresh git repo."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+POLICIES = ("base", "sft", "grpo", "teacher")
+STAGES = {"world", "synthesize", "distill", "base", "filter", "sft", "grpo", "results", "infer@teacher"}
+STAGES |= {f"{kind}@{p}" for kind in ("format", "evaluate") for p in POLICIES} | {f"infer@{p}" for p in ("base", "sft", "grpo")}
+
+
+def sh(cmd: str, cwd: Path, timeout: int = 1500) -> str:
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "PREFECT_HOME": str(cwd / ".prefect")}
+    for var in ("MLFLOW_TRACKING_URI", "DVC_EXP_NAME", "PREFECT_API_URL"):
+        env.pop(var, None)
+    proc = subprocess.run(cmd, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    repo = tmp_path_factory.mktemp("micro")
+    for name in ("dvc.yaml", "params.yaml", "params.micro.yaml", ".gitignore"):
+        shutil.copy(ROOT / name, repo / name)
+    for name in ("star", "stages", "flows"):
+        shutil.copytree(ROOT / name, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for cmd in ("git init -q", "git config user.email t@example.com", "git config user.name t", "dvc init -q", "dvc config core.analytics false", "git add -A", "git commit -qm init"):
+        sh(cmd, repo)
+    return repo
+
+
+def micro(repo: Path, extra: str = "") -> str:
+    flags = sh(f"{sys.executable} -m stages.profile params.micro.yaml", repo).strip()
+    return sh(f"{sys.executable} -m flows.serve dvc exp run {flags} {extra}", repo)
+
+
+def runs(repo: Path):
+    import mlflow
+
+    client = mlflow.MlflowClient(f"sqlite:///{repo / 'mlflow.db'}")
+    return client.search_runs([client.get_experiment_by_name("star").experiment_id], max_results=1000)
+
+
+def test_micro_pipeline_end_to_end(repo):
+    out = micro(repo)
+    for stage in STAGES:
+        assert f"Running stage '{stage}'" in out, stage
+    for path in ("data/world/flights.parquet", "data/queries/test.jsonl", "data/trajectories/trajectories.jsonl", "data/sft/train.jsonl"):
+        assert (repo / path).stat().st_size > 0, path
+    for model in ("base", "sft", "grpo"):
+        assert (repo / "models" / model / "config.json").exists(), model
+    results = json.loads((repo / "reports/results.json").read_text())
+    assert set(results) == set(POLICIES)
+    for policy in POLICIES:
+        rows = (repo / f"data/infer/{policy}/trajectories.jsonl").read_text().splitlines()
+        assert len(rows) == 12  # the micro test split
+        plans = (repo / f"data/plans/{policy}.jsonl").read_text().splitlines()
+        assert len(plans) == 12
+        metrics = json.loads((repo / f"reports/{policy}/metrics.json").read_text())
+        assert metrics == results[policy] and 0.0 <= metrics["final_pass_rate"] <= 1.0
+        assert "easy/final_pass_rate" in metrics
+    # The expert teacher, without deliberate mistakes, solves its own test queries.
+    assert results["teacher"]["final_pass_rate"] == 1.0
+    assert (repo / "reports/pass_rates.png").stat().st_size > 1000
+    assert "| **final pass** |" in (repo / "reports/results.md").read_text()
+
+    all_runs = runs(repo)
+    stages = [r for r in all_runs if r.data.tags.get("star.role") == "stage"]
+    parents = [r for r in all_runs if r.data.tags.get("star.role") == "pipeline"]
+    assert len(parents) == 1 and parents[0].data.tags["star.pipeline"] == parents[0].data.tags["dvc.exp_name"]
+    assert {r.data.tags["star.stage"] for r in stages} == STAGES
+    assert all(r.info.status == "FINISHED" and r.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for r in stages)
+    grpo = next(r for r in stages if r.data.tags["star.stage"] == "grpo")
+    assert grpo.data.params["grpo.reward"] == "CURRICULUM" and grpo.data.metrics["steps"] == 2
+    import mlflow
+
+    history = mlflow.MlflowClient(f"sqlite:///{repo / 'mlflow.db'}").get_metric_history(grpo.info.run_id, "rollout/reward")
+    assert len(history) == 2  # logged per step
+    sft = next(r for r in stages if r.data.tags["star.stage"] == "sft")
+    assert sft.data.metrics["tokens_per_second"] > 0
+
+
+def test_changing_the_reward_reruns_only_grpo_and_after(repo):
+    out = micro(repo, "-S grpo.reward=SUCCESS")
+    ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage '")}
+    assert "grpo" in ran and {"infer@grpo", "format@grpo", "evaluate@grpo", "results"} <= ran
+    assert not ran & {"world", "synthesize", "distill", "base", "filter", "sft", "infer@sft", "infer@base", "infer@teacher"}
