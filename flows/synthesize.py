@@ -10,13 +10,20 @@ from flows.tasks import task
 from star.config import EnvParams, SynthesizeParams
 from star.io import atomic_dir, write_json
 from star.travel.sandbox import Sandbox
-from star.travel.synthesize import SPLITS, Synthesizer
+from star.travel.paraphrase import paraphrase
+from star.travel.synthesize import SPLITS, SynthesisSpec, Synthesizer
 
 
 @task
 def compose_queries(world: Path, synthesize: SynthesizeParams, env: EnvParams) -> tuple[dict, dict]:
-    synthesizer = Synthesizer(Sandbox.load(world), synthesize, row_cap=env.row_cap)
-    return synthesizer.run(), dict(synthesizer.stats)
+    spec = SynthesisSpec.model_validate(synthesize.model_dump(exclude={"paraphrase"}))
+    synthesizer = Synthesizer(Sandbox.load(world), spec, row_cap=env.row_cap)
+    splits, stats = synthesizer.run(), dict(synthesizer.stats)
+    if synthesize.paraphrase.enabled:
+        for split, queries in splits.items():
+            splits[split], counts = paraphrase(queries, synthesize.paraphrase)
+            stats.update({f"paraphrase_{k}": stats.get(f"paraphrase_{k}", 0) + v for k, v in counts.items()})
+    return splits, stats
 
 
 @task

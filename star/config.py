@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from star.models.tiny import BUILTIN_TINY, TinySpec
 from star.train.grpo import GRPOParams
 from star.train.sft import SFTParams
+from star.travel.paraphrase import ParaphraseSpec
 from star.travel.synthesize import SynthesisSpec
 from star.travel.synthetic import WorldSpec
 
@@ -44,6 +45,8 @@ class EnvParams(Section):
 
 class SynthesizeParams(SynthesisSpec):
     """Query synthesis: split sizes, difficulty and trip-length mix, budgets."""
+
+    paraphrase: ParaphraseSpec = Field(default_factory=ParaphraseSpec)
 
 
 class OpenAITeacherParams(Section):
