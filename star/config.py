@@ -49,16 +49,21 @@ class SynthesizeParams(SynthesisSpec):
     paraphrase: ParaphraseSpec = Field(default_factory=ParaphraseSpec)
 
 
-class OpenAITeacherParams(Section):
+class OpenAIEndpoint(Section):
+    """Any OpenAI-compatible server; the key is read from `api_key_env`, never from params."""
+
     base_url: str = "http://127.0.0.1:8000/v1"
-    model: str = "deepseek-chat"
-    # the key is read from this environment variable, never from params
+    model: str = "policy"
     api_key_env: str = "OPENAI_API_KEY"
+    timeout: float = Field(120.0, gt=0)
+    retries: int = Field(3, ge=0, le=20)
+
+
+class OpenAITeacherParams(OpenAIEndpoint):
+    model: str = "deepseek-chat"
     temperature: float = Field(0.7, ge=0.0, le=2.0)
     max_tokens: int = Field(1024, ge=16)
     concurrency: int = Field(4, ge=1, le=256)
-    retries: int = Field(3, ge=0, le=20)
-    timeout: float = Field(120.0, gt=0)
 
 
 class TeacherParams(Section):
@@ -96,12 +101,9 @@ class ModelParams(Section):
     tiny: TinySpec = Field(default_factory=TinySpec)
 
 
-class LLMFormatterParams(Section):
-    base_url: str = "http://127.0.0.1:8000/v1"
+class LLMFormatterParams(OpenAIEndpoint):
     model: str = "gpt-4o-mini"
-    api_key_env: str = "OPENAI_API_KEY"
     timeout: float = Field(60.0, gt=0)
-    retries: int = Field(3, ge=0, le=20)
 
 
 class FormatParams(Section):
@@ -111,12 +113,7 @@ class FormatParams(Section):
     llm: LLMFormatterParams = Field(default_factory=LLMFormatterParams)
 
 
-class OpenAIEndpointParams(Section):
-    base_url: str = "http://127.0.0.1:8000/v1"
-    model: str = "policy"
-    api_key_env: str = "OPENAI_API_KEY"
-    timeout: float = Field(120.0, gt=0)
-    retries: int = Field(3, ge=0, le=20)
+class OpenAIEndpointParams(OpenAIEndpoint):
     concurrency: int = Field(8, ge=1, le=256)
 
 

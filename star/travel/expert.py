@@ -19,26 +19,14 @@ from __future__ import annotations
 import math
 import random
 import re
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 
+from star.travel.evaluate import HOUSE_RULE_TEXT, ROOM_TYPE_OK
 from star.travel.format import render_itinerary
 from star.travel.plan import Day, Plan
 from star.travel.query import Query
 
-HOUSE_RULE_BANS = {
-    "smoking": "No smoking",
-    "parties": "No parties",
-    "children under 10": "No children under 10",
-    "visitors": "No visitors",
-    "pets": "No pets",
-}
-ROOM_TYPE_OK: dict[str, Callable[[str], bool]] = {
-    "not shared room": lambda t: t != "Shared room",
-    "shared room": lambda t: t == "Shared room",
-    "private room": lambda t: t == "Private room",
-    "entire room": lambda t: t == "Entire home/apt",
-}
 MAX_RETRIES = 3  # per call, when a tool fails transiently
 
 
@@ -213,7 +201,7 @@ class Expert:
             per = {"flight": people, "self-driving": math.ceil(people / 5), "taxi": math.ceil(people / 4)}[mode]
             return opt.cost * per
 
-        rule = HOUSE_RULE_BANS.get(query.local_constraint.get("house rule") or "")
+        rule = HOUSE_RULE_TEXT.get(query.local_constraint.get("house rule") or "")
         room_ok = ROOM_TYPE_OK.get(query.local_constraint.get("room type") or "", lambda t: True)
         stays: dict[str, list[tuple[int, Option]]] = {}
         for city in know.cities:
