@@ -41,10 +41,10 @@ def run_model(infer: InferParams, env: EnvParams, model: ModelParams, sandbox: S
 
         torch.manual_seed(infer.seed)
         tokenizer = AutoTokenizer.from_pretrained(source)
-        policy = AutoModelForCausalLM.from_pretrained(source).eval()
+        lm = AutoModelForCausalLM.from_pretrained(source).eval()
         if torch.cuda.is_available():
-            policy = policy.to("cuda")
-        backend = make_backend("transformers", model=policy, tokenizer=tokenizer, temperature=infer.temperature, top_p=infer.top_p, seed=infer.seed)
+            lm = lm.to("cuda")
+        backend = make_backend("transformers", model=lm, tokenizer=tokenizer, temperature=infer.temperature, top_p=infer.top_p, seed=infer.seed)
     elif infer.backend == "vllm":
         from transformers import AutoTokenizer
 
