@@ -8,6 +8,6 @@ if __name__ == "__main__":
     policy = sys.argv[1]
     common = dict(world=Path("data/world"), queries=Path("data/queries/test.jsonl"), out=Path(f"data/infer/{policy}"))
     if policy == "teacher":
-        run_stage("infer@teacher", ["teacher", "env"], infer_teacher_flow, **common)
+        run_stage("infer_teacher", ["teacher", "env"], infer_teacher_flow, **common)
     else:
         run_stage(f"infer@{policy}", ["infer", "env", "model"], infer_flow, policy=policy, model_dir=Path(f"models/{policy}"), **common)
