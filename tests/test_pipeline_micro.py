@@ -79,7 +79,7 @@ def test_micro_pipeline_end_to_end(repo):
     assert {r.data.tags["star.stage"] for r in stages} == STAGES
     assert all(r.info.status == "FINISHED" and r.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for r in stages)
     grpo = next(r for r in stages if r.data.tags["star.stage"] == "grpo")
-    assert grpo.data.params["grpo.reward"] == "CURRICULUM" and grpo.data.metrics["steps"] == 2
+    assert grpo.data.params["grpo.reward"] == "SUM" and grpo.data.metrics["steps"] == 2
     import mlflow
 
     history = mlflow.MlflowClient(f"sqlite:///{repo / 'mlflow.db'}").get_metric_history(grpo.info.run_id, "rollout/reward")
@@ -95,4 +95,4 @@ def test_changing_the_reward_reruns_only_grpo_and_after(repo):
     # Nothing upstream runs; what follows runs only if the model changed (DVC compares hashes).
     assert not ran & {"world", "synthesize", "distill", "base", "filter", "sft", "infer@sft", "infer@base", "infer_teacher"}
     grpo_runs = [r for r in runs(repo) if r.data.tags.get("star.stage") == "grpo"]
-    assert sorted(r.data.params["grpo.reward"] for r in grpo_runs) == ["CURRICULUM", "SUCCESS"]
+    assert sorted(r.data.params["grpo.reward"] for r in grpo_runs) == ["SUCCESS", "SUM"]
