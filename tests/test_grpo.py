@@ -8,7 +8,7 @@ from star.agent.policy import play
 from star.agent.rollout import RolloutLimits
 from star.config import GRPOStageParams
 from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
-from star.train.grpo import EpisodeRunner, GRPOParams, Scorer, zero_variance_groups
+from star.train.grpo import EpisodeRunner, GRPOParams, Scorer, episode_end, zero_variance_groups
 from star.train.process import ProcessRewards, process_reward
 from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.evaluate import index_for
@@ -30,6 +30,7 @@ class _State:
 
 class _Trainer:
     state = _State()
+    processing_class = None
 
 
 def test_dapo_replaces_flat_groups_and_counts_them():
@@ -113,7 +114,9 @@ def test_runner_masks_every_observation_token(tiny):
 
     runner = EpisodeRunner(play_batch, queries, Scorer(index, params), params)
     prompts = [[{"role": "system", "content": ""}, {"role": "user", "content": q.query}] for q in queries[:2] for _ in range(2)]
-    out = runner(prompts, _Trainer())
+    trainer = _Trainer()
+    trainer.processing_class = tokenizer
+    out = runner(prompts, trainer)
     assert len(out["completion_ids"]) == 4 and all(len(m) == len(c) for m, c in zip(out["env_mask"], out["completion_ids"]))
     observations = 0
     for env, ids, mask, logprobs in zip(envs, out["completion_ids"], out["env_mask"], out["logprobs"]):
@@ -125,6 +128,9 @@ def test_runner_masks_every_observation_token(tiny):
                 assert message["content"] in masked and message["content"] not in trained
         assert all(lp == 0.0 for lp, m in zip(logprobs, mask) if not m)
     assert observations > 0
+    # TRL reads "ends in eos" as "finished": only episodes cut by a limit may not.
+    for env, ids in zip(envs, out["completion_ids"]):
+        assert (ids[-1] == tokenizer.eos_token_id) == (env.answer is not None and not env.truncated)
     assert all(isinstance(r, float) for r in out["reward"])
     assert set(runner.stats) >= {"reward", "success", "turns", "tool_error_rate", "truncated", "groups_dropped_fraction"}
 
@@ -142,10 +148,21 @@ def test_arpo_groups_share_a_replayed_prefix(tiny):
 
     runner = EpisodeRunner(play_batch, queries, Scorer(index, params), params)
     prompts = [[{"role": "user", "content": queries[0].query}]] * 4
-    out = runner(prompts, _Trainer())
+    trainer = _Trainer()
+    trainer.processing_class = tokenizer
+    out = runner(prompts, trainer)
     assert len(out["completion_ids"]) == 4  # same sample budget
     assert seen[0] is None and len(seen[1]) == 2  # half played in full, half branched
     prefix = seen[1][0]
     assert prefix  # a branch point after at least one tool result
     branched = tokenizer.decode(out["completion_ids"][2])
     assert prefix[0][:8] in branched
+
+
+def test_episode_end_cuts_after_the_final_eos():
+    done = SimpleNamespace(completion_ids=[5, 9, 2, 7, 9, 2, 3])  # ... <eos> "\n"
+    assert episode_end(done, truncated=False, eos=2) == 6
+    cut = SimpleNamespace(completion_ids=[5, 9, 2, 7, 4])
+    assert episode_end(cut, truncated=True, eos=2) == 5
+    cut_on_eos = SimpleNamespace(completion_ids=[5, 2])
+    assert episode_end(cut_on_eos, truncated=True, eos=2) == 1

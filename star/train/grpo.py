@@ -160,11 +160,13 @@ class EpisodeRunner:
             self.stats[name].append(statistics.fmean(r[name] for _, _, r in results))
         self.stats["reward_std"].append(statistics.pstdev(rewards))
         self.stats["completion_tokens"].append(statistics.fmean(sum(t.completion_mask) for _, t, _ in results))
+        eos = trainer.processing_class.eos_token_id
+        ends = [episode_end(t, r["truncated"] > 0, eos) for _, t, r in results]
         return {
             "prompt_ids": [t.prompt_ids for _, t, _ in results],
-            "completion_ids": [t.completion_ids for _, t, _ in results],
-            "logprobs": [t.logprobs or [0.0] * len(t.completion_ids) for _, t, _ in results],
-            "env_mask": [t.completion_mask for _, t, _ in results],
+            "completion_ids": [t.completion_ids[:n] for (_, t, _), n in zip(results, ends)],
+            "logprobs": [(t.logprobs or [0.0] * len(t.completion_ids))[:n] for (_, t, _), n in zip(results, ends)],
+            "env_mask": [t.completion_mask[:n] for (_, t, _), n in zip(results, ends)],
             "reward": rewards,
         }
 
@@ -199,6 +201,21 @@ class EpisodeRunner:
         for g in range(len(firsts)):
             out += full[g * half : (g + 1) * half] + branched[g * half : (g + 1) * half]
         return out
+
+
+def episode_end(trajectory: Any, truncated: bool, eos: int) -> int:
+    """Length of the completion TRL should see.
+
+    TRL takes a completion that does not end in eos as cut by a limit (and
+    masks it with `mask_truncated_completions`). The template writes a newline
+    after the final `<|im_end|>`, so a finished episode is cut right after that
+    eos; an episode stopped by a limit keeps its end, which is not an eos.
+    """
+    ids = trajectory.completion_ids
+    if truncated:
+        return len(ids) - 1 if ids and ids[-1] == eos else len(ids)
+    last = max((i for i, t in enumerate(ids) if t == eos), default=len(ids) - 1)
+    return last + 1
 
 
 def branch_point(trajectory: Any) -> tuple[float, list[str]]:
