@@ -46,8 +46,7 @@ def run_teacher(teacher: TeacherParams, env: EnvParams, world: Path, queries: Pa
         _episode, make_teacher(teacher), tools, index_for(sandbox), seed=teacher.seed, max_turns=env.max_turns, fault_rate=env.fault_rate
     )
     concurrency = teacher.openai.concurrency if teacher.kind == "openai" else 1
-    rows = run_resumable(items, lambda it: (it[0].idx, it[1]), work, log, concurrency=concurrency, desc="distill")
-    return rows
+    return run_resumable(items, lambda it: (it[0].idx, it[1]), work, log, concurrency=concurrency, desc="distill")
 
 
 def _episode(teacher, tools, index, item, **kwargs) -> dict:

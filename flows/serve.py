@@ -49,6 +49,7 @@ def main(command: list[str]) -> int:
             server.wait(timeout=20)
         except subprocess.TimeoutExpired:
             server.kill()
+        log.close()
 
 
 if __name__ == "__main__":
