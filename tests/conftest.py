@@ -27,3 +27,15 @@ def synthetic_sandbox():
     from star.travel.synthetic import WorldSpec, generate_world
 
     return generate_world(WorldSpec(seed=0))
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    # Tiny models gain nothing from a second thread, and on a busy machine
+    # two OpenMP threads waiting on each other run several times slower.
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -37,14 +37,7 @@ from star.travel.tools import TravelTools
 LONG = RolloutLimits(max_turns=40, max_new_tokens=4096, max_total_tokens=100_000)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # Models this small run fastest on one thread, and on a busy machine two
-    # OpenMP threads stall on each other at every op.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
