@@ -166,3 +166,68 @@ def test_episode_end_cuts_after_the_final_eos():
     assert episode_end(cut, truncated=True, eos=2) == 5
     cut_on_eos = SimpleNamespace(completion_ids=[5, 2])
     assert episode_end(cut_on_eos, truncated=True, eos=2) == 1
+
+
+def _logprob(model, prompt_ids, completion_ids, mask):
+    """Summed log-probability of the model's own (mask 1) tokens of one episode."""
+    import torch
+
+    ids = torch.tensor([prompt_ids + completion_ids])
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(prompt_ids) - 1 : -1].float()
+    picked = torch.log_softmax(logits, -1).gather(1, torch.tensor(completion_ids)[:, None])[:, 0]
+    return float((picked * torch.tensor(mask, dtype=torch.float)).sum())
+
+
+def test_one_step_raises_the_better_episodes_and_lowers_the_worse(tiny, tmp_path, one_torch_thread):
+    import copy
+
+    import torch
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from star.train.grpo import grpo_config
+
+    base, tokenizer, queries, tools, index = tiny
+    model = copy.deepcopy(base)
+    before = copy.deepcopy(base).eval()
+    params = GRPOParams(num_generations=4, queries_per_step=1, steps=1, learning_rate=1e-3, max_turns=2, max_new_tokens=24, mask_truncated_completions=False)
+    limits = RolloutLimits(max_turns=2, max_new_tokens=24, max_total_tokens=512)
+
+    def play_batch(batch, seed, prefixes):
+        backend = TransformersBackend(model, tokenizer, temperature=1.0, seed=seed)
+        return [(e, t) for _, e, t in play(backend, tokenizer, tools, batch, limits, batch_size=len(batch), seed=seed, progress=False)]
+
+    calls = iter(range(100))
+
+    def alternate(query, env, step):  # every other episode is the better one
+        return {"reward": float(next(calls) % 2 == 0), "truncated": float(env.answer is None)}
+
+    runner = EpisodeRunner(play_batch, queries, alternate, params)
+    seen = []
+
+    def rollout(prompts, trainer):
+        seen.append(runner(prompts, trainer))
+        return seen[-1]
+
+    torch.manual_seed(0)
+    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": q.query}]} for q in queries])
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[lambda prompts, completions, reward, **kw: reward],
+        args=grpo_config(params, tmp_path, use_cpu=True),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        rollout_func=rollout,
+    )
+    trainer.train()
+    model.eval()
+    out = seen[0]
+    changes = [
+        _logprob(model, p, c, m) - _logprob(before, p, c, m)
+        for p, c, m in zip(out["prompt_ids"], out["completion_ids"], out["env_mask"])
+    ]
+    better = [d for d, r in zip(changes, out["reward"]) if r == 1.0]
+    worse = [d for d, r in zip(changes, out["reward"]) if r == 0.0]
+    assert better and worse
+    assert min(better) > 0 > max(worse), changes
