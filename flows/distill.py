@@ -43,7 +43,7 @@ def run_teacher(teacher: TeacherParams, env: EnvParams, world: Path, queries: Pa
     ).hexdigest()[:16]
     log = ProgressLog(progress_dir / f"distill-{fingerprint}.jsonl", key=lambda r: (r["query_id"], r["sample"]))
     work = partial(
-        _episode, make_teacher(teacher), tools, index_for(sandbox), seed=teacher.seed, max_turns=env.max_turns, fault_rate=env.fault_rate
+        _episode, make_teacher(teacher), tools, index_for(sandbox), seed=teacher.seed, max_turns=env.max_turns, fault_rate=teacher.fault_rate
     )
     concurrency = teacher.openai.concurrency if teacher.kind == "openai" else 1
     return run_resumable(items, lambda it: (it[0].idx, it[1]), work, log, concurrency=concurrency, desc="distill")

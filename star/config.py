@@ -39,8 +39,8 @@ class EnvParams(Section):
 
     row_cap: int = Field(5, ge=1, le=100)
     max_turns: int = Field(16, ge=1, le=200)
+    # share of tool calls that fail during GRPO rollouts (the paper's tool-instability ablation)
     fault_rate: float = Field(0.0, ge=0.0, le=1.0)
-    fault_seed: int = 0
 
 
 class SynthesizeParams(SynthesisSpec):
@@ -76,6 +76,8 @@ class TeacherParams(Section):
     mistake_rate: float = Field(0.1, ge=0.0, le=1.0)
     top_k: int = Field(1, ge=1, le=20)
     upgrade_prob: float = Field(0.0, ge=0.0, le=1.0)
+    # tool faults while distilling: the teacher's recoveries become SFT data
+    fault_rate: float = Field(0.0, ge=0.0, le=1.0)
     openai: OpenAITeacherParams = Field(default_factory=OpenAITeacherParams)
 
 
