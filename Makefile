@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup repro test bench micro
+.PHONY: setup repro test bench micro ablate
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -25,3 +25,7 @@ bench: setup
 # The whole DAG on the micro profile, as a DVC experiment (a few minutes on a CPU).
 micro: setup
 	python -m flows.serve dvc exp run $$(python -m stages.profile params.micro.yaml)
+
+# A paper ablation as a DVC experiment queue: make ablate GRID=reward [PROFILE=params.micro.yaml] [JOBS=2]
+ablate: setup
+	python -m flows.serve python -m stages.ablate $(GRID) $(if $(PROFILE),--profile $(PROFILE)) --jobs $(or $(JOBS),1)

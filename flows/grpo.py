@@ -18,7 +18,7 @@ from star.travel.sandbox import Sandbox
 
 
 @task
-def reinforce(grpo: GRPOStageParams, env: EnvParams, model: ModelParams, world: Path, queries: Path, sft: Path, out: Path, checkpoints: Path) -> dict[str, float]:
+def reinforce(grpo: GRPOStageParams, env: EnvParams, model: ModelParams, world: Path, queries: Path, sft: Path, out: Path, checkpoints: Path, curve: Path) -> dict[str, float]:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     import mlflow
     import torch
@@ -29,6 +29,7 @@ def reinforce(grpo: GRPOStageParams, env: EnvParams, model: ModelParams, world: 
     from star.agent.backends import TransformersBackend
     from star.agent.policy import play
     from star.agent.rollout import RolloutLimits
+    from star.train.curves import curve as training_curve, write_curve
     from star.train.grpo import EpisodeRunner, Scorer, grpo_config
     from star.travel.env import SYSTEM_PROMPT
     from star.travel.evaluate import index_for
@@ -58,9 +59,11 @@ def reinforce(grpo: GRPOStageParams, env: EnvParams, model: ModelParams, world: 
 
     class LogRollouts(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
+            rollout = {f"rollout/{k}": v[-1] for k, v in runner.stats.items() if v}
+            if state.log_history and "loss" in state.log_history[-1]:
+                state.log_history[-1].update(rollout)  # checkpoints keep it: a resumed run has the whole curve
             metrics = {f"train/{k}": float(v) for k, v in (logs or {}).items() if isinstance(v, (int, float))}
-            metrics.update({f"rollout/{k}": v[-1] for k, v in runner.stats.items() if v})
-            mlflow.log_metrics(metrics, step=state.global_step)
+            mlflow.log_metrics({**metrics, **rollout}, step=state.global_step)
 
     dataset = Dataset.from_list([{"prompt": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": q.query}]} for q in query_list])
     fingerprint = hashlib.sha256((grpo.model_dump_json() + env.model_dump_json()).encode() + queries.read_bytes()).hexdigest()[:12]
@@ -72,6 +75,7 @@ def reinforce(grpo: GRPOStageParams, env: EnvParams, model: ModelParams, world: 
     with atomic_dir(out) as tmp:
         trainer.model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+    write_curve(curve, training_curve(trainer.state.log_history, "loss"))
     shutil.rmtree(checkpoints, ignore_errors=True)
     stats = {k: sum(v) / len(v) for k, v in runner.stats.items() if v}
     first = {f"first_{k}": v[0] for k, v in runner.stats.items() if v}
@@ -80,5 +84,5 @@ def reinforce(grpo: GRPOStageParams, env: EnvParams, model: ModelParams, world: 
 
 
 @flow(name="grpo")
-def grpo_flow(grpo: GRPOStageParams, env: EnvParams, model: ModelParams, world: Path, queries: Path, sft: Path, out: Path, checkpoints: Path) -> dict[str, float]:
-    return reinforce(grpo, env, model, world, queries, sft, out, checkpoints)
+def grpo_flow(grpo: GRPOStageParams, env: EnvParams, model: ModelParams, world: Path, queries: Path, sft: Path, out: Path, checkpoints: Path, curve: Path) -> dict[str, float]:
+    return reinforce(grpo, env, model, world, queries, sft, out, checkpoints, curve)

@@ -15,7 +15,7 @@ from star.models.base import model_source
 
 
 @task
-def fine_tune(sft: SFTStageParams, model: ModelParams, data: Path, base: Path, out: Path, checkpoints: Path) -> dict[str, float]:
+def fine_tune(sft: SFTStageParams, model: ModelParams, data: Path, base: Path, out: Path, checkpoints: Path, curve: Path) -> dict[str, float]:
     import mlflow
 
     from star.train.sft import MetricsCallback, train_sft
@@ -28,11 +28,11 @@ def fine_tune(sft: SFTStageParams, model: ModelParams, data: Path, base: Path, o
         # the system prompt lists the tools; schemas would only cost tokens
         rows = [{k: v for k, v in r.items() if k != "tools"} for r in rows]
     callback = MetricsCallback(lambda metrics, step: mlflow.log_metrics({f"train/{k}": v for k, v in metrics.items()}, step=step))
-    metrics = train_sft(model_source(base), rows, out, sft, checkpoints, callbacks=[callback])
+    metrics = train_sft(model_source(base), rows, out, sft, checkpoints, callbacks=[callback], curve_path=curve)
     shutil.rmtree(checkpoints, ignore_errors=True)
     return metrics
 
 
 @flow(name="sft")
-def sft_flow(sft: SFTStageParams, model: ModelParams, data: Path, base: Path, out: Path, checkpoints: Path) -> dict[str, float]:
-    return fine_tune(sft, model, data, base, out, checkpoints)
+def sft_flow(sft: SFTStageParams, model: ModelParams, data: Path, base: Path, out: Path, checkpoints: Path, curve: Path) -> dict[str, float]:
+    return fine_tune(sft, model, data, base, out, checkpoints, curve)

@@ -13,4 +13,5 @@ if __name__ == "__main__":
         sft=Path("models/sft"),
         out=Path("models/grpo"),
         checkpoints=Path("models/.checkpoints/grpo"),
+        curve=Path("reports/train/grpo.csv"),
     )

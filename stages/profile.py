@@ -9,16 +9,21 @@ import yaml
 WHOLE = {"sizes", "levels", "days", "budget_factor"}
 
 
-def flags(data: dict, prefix: str = "") -> list[str]:
-    out = []
+def flat(data: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
     for key, value in data.items():
         if isinstance(value, dict) and key not in WHOLE:
-            out += flags(value, f"{prefix}{key}.")
+            out.update(flat(value, f"{prefix}{key}."))
         else:
-            out.append(f"-S {prefix}{key}={json.dumps(value, separators=(',', ':'))}")
+            out[f"{prefix}{key}"] = value
     return out
+
+
+def set_flags(values: dict[str, object]) -> list[str]:
+    # JSON is YAML, and one -S per key keeps a mapping's commas from splitting it.
+    return [f"{key}={json.dumps(value, separators=(',', ':'))}" for key, value in values.items()]
 
 
 if __name__ == "__main__":
     with open(sys.argv[1]) as f:
-        print(" ".join(flags(yaml.safe_load(f))))
+        print(" ".join(f"-S {s}" for s in set_flags(flat(yaml.safe_load(f)))))

@@ -13,4 +13,5 @@ if __name__ == "__main__":
         out=Path("models/sft"),
         # checkpoints live outside the stage output, so an interrupted run resumes
         checkpoints=Path("models/.checkpoints/sft"),
+        curve=Path("reports/train/sft.csv"),
     )

@@ -3,6 +3,7 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import polars as pl
 import pytest
 import torch
 from pydantic import ValidationError
@@ -171,9 +172,13 @@ def test_interrupted_training_resumes_from_the_last_checkpoint(tiny, rows, tmp_p
     metrics = train_sft(
         tiny, data, tmp_path / "out", params, tmp_path / "checkpoints",
         callbacks=[MetricsCallback(lambda m, step: steps.append(step) if "loss" in m else None)],
+        curve_path=tmp_path / "curve.csv",
     )
     assert metrics["resumed_from_step"] == 3 and metrics["steps"] == 6
     assert steps == [4, 5, 6]  # continued, not restarted
+    # The loss curve is whole: the steps before the interruption come from the checkpoint.
+    curve = pl.read_csv(tmp_path / "curve.csv")
+    assert curve["step"].to_list() == [1, 2, 3, 4, 5, 6] and curve["loss"].min() > 0
     assert not (tmp_path / "checkpoints" / "checkpoint-5").exists()
 
     # Same weights as a run that was never interrupted.

@@ -27,6 +27,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 from trl import SFTConfig, SFTTrainer
 
 from star.io import atomic_dir
+from star.train.curves import curve, write_curve
 
 LogFn = Callable[[dict[str, float], int], None]
 
@@ -255,10 +256,12 @@ def train_sft(
     params: SFTParams,
     checkpoint_dir: Path,
     callbacks: Sequence[TrainerCallback] = (),
+    curve_path: Path | None = None,
 ) -> dict[str, float]:
     """Fine-tune `model_path` (a directory or a hub id) on `rows`; write the result to `out_dir`.
 
     Resumes from the last checkpoint in `checkpoint_dir` when there is one.
+    `curve_path` gets the loss curve as CSV.
     """
     out_dir, checkpoint_dir = Path(out_dir), Path(checkpoint_dir)
     last_loss = _LastLoss()
@@ -297,6 +300,8 @@ def train_sft(
     with atomic_dir(out_dir) as tmp:
         model.save_pretrained(tmp)
         trainer.processing_class.save_pretrained(tmp)
+    if curve_path is not None:
+        write_curve(curve_path, curve(trainer.state.log_history, "loss"))
     return metrics
 
 
