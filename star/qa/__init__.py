@@ -1,0 +1,1 @@
+"""Multi-hop question answering with a Search tool (Agent-R1's search agent)."""

@@ -1,0 +1,104 @@
+"""The scripted QA teacher, and trajectory rows in the travel distillation format.
+
+The expert searches the question's `plan` (the entity names along the hops,
+or the supporting titles of a loaded question) one call per hop, retries a
+search that fails, and answers once every planned passage has been shown to
+it; if one never was, it answers "unknown" rather than guess. With
+`mistake_rate` it spoils that share of answers on purpose, so filtering has
+work to do.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from star.env.core import arguments_json
+from star.qa.data import Question
+from star.qa.env import QAEnv
+from star.qa.evaluate import score_answer
+from star.qa.metrics import normalize_answer
+from star.qa.search import QATools
+from star.travel.distill import Teacher, answer_text, hash_seed, tool_call_text
+
+MAX_RETRIES = 3  # per search, when the tool fails transiently
+
+
+def _failed(observation: str) -> bool:
+    return observation.startswith("Error:") or observation.startswith("No results (")
+
+
+class QAExpert:
+    name = "expert"
+
+    def __init__(self, mistake_rate: float = 0.0):
+        if not 0.0 <= mistake_rate <= 1.0:
+            raise ValueError(f"mistake_rate must be in [0, 1], got {mistake_rate}")
+        self.mistake_rate = mistake_rate
+
+    def episode(self, env: QAEnv, question: Question, rng: random.Random) -> None:
+        mistake = rng.random() < self.mistake_rate  # drawn first, so it depends on the seed only
+        plan = question.plan or [question.question]
+        titles: list[str] = []
+        complete = True
+        for i, query in enumerate(plan):
+            thought = f"Look up {query}." if i == 0 else f"Next, look up {query}."
+            found = False
+            for attempt in range(MAX_RETRIES + 1):
+                if attempt:
+                    thought = f"The search failed. Try {query} again."
+                observation = env.step(tool_call_text(thought, "Search", {"query": query})).observation
+                if env.done:  # out of turns
+                    return
+                lines = observation.splitlines() if not _failed(observation) else []
+                titles += [line.split(": ", 1)[0] for line in lines]
+                found = any(line.startswith(f"{query}: ") for line in lines)
+                if not _failed(observation):
+                    break
+            complete = complete and (found or not question.plan)
+        answer = question.answer if complete else "unknown"
+        if mistake:
+            answer = _spoil(answer, titles, rng)
+        env.step(answer_text(f"So the answer is {answer}.", answer))
+
+
+def _spoil(answer: str, titles: list[str], rng: random.Random) -> str:
+    """A plausible wrong answer: another year, or another name the expert has read."""
+    if answer.isdigit():
+        return str(int(answer) + rng.choice([-1, 1]) * rng.randint(1, 30))
+    others = sorted({t for t in titles if normalize_answer(t) != normalize_answer(answer)})
+    return rng.choice(others) if others else "unknown"
+
+
+def trajectory_row(env: QAEnv, question: Question, teacher: str, sample: int) -> dict[str, Any]:
+    evaluation = score_answer(question, env.answer)
+    return {
+        "query_id": question.idx,
+        "level": question.level,
+        "hops": question.hops,
+        "kind": question.kind,
+        "source": question.source,
+        "sample": sample,
+        "teacher": teacher,
+        "messages": env.history,
+        "tools": json.dumps(env.tool_schemas()),
+        "turns": env.turns,
+        "tool_calls": sum(c.name != "" for c in env.calls),
+        "tool_errors": sum(c.kind not in ("ok", "empty", "repeated") for c in env.calls),
+        "truncated": env.truncated,
+        "answer": env.answer,
+        "evaluation": evaluation,
+        "success": evaluation["em"] == 1.0,
+        "calls": [arguments_json({"name": c.name, "arguments": c.arguments, "kind": c.kind}) for c in env.calls],
+    }
+
+
+def run_episode(
+    teacher: Teacher, tools: QATools, question: Question, sample: int, *, seed: int, max_turns: int = 8, fault_rate: float = 0.0
+) -> dict[str, Any]:
+    # Every episode has its own seeds, so results do not depend on run order or concurrency.
+    env = QAEnv(tools, max_turns=max_turns, fault_rate=fault_rate, seed=hash_seed(seed, "faults", question.idx, sample))
+    env.reset(question)
+    teacher.episode(env, question, random.Random(hash_seed(seed, "teacher", question.idx, sample)))
+    return trajectory_row(env, question, teacher.name, sample)

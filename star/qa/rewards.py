@@ -1,0 +1,97 @@
+"""Rewards for a QA episode: outcome, format and Agent-R1 process terms.
+
+    outcome   EM or F1 of the answer against the gold answer (`outcome`),
+              0 when the format fails
+    format    1 if the episode ended with a non-empty <answer>, else 0
+    process   mean over the episode's calls of a value per call, clipped to [-1, 1]:
+                informative search   +informative  a Search whose results show a
+                                                   supporting passage no earlier call
+                                                   showed (a question without
+                                                   supporting passages: any passage
+                                                   not shown before)
+                other valid search   +uninformative
+                repeated call        +repeated     same tool, same arguments
+                invalid call         +invalid      unparsable turn, bad arguments,
+                                                   unknown tool
+                failed call          +failed       tool error or injected fault
+
+    reward = outcome + format_weight * format + process_weight * process
+
+so `process_weight: 0` and `format_weight: 0` leave the outcome reward alone.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from star.qa.data import Question
+from star.qa.env import QAEnv
+from star.qa.metrics import exact_match, f1_score
+
+_INVALID = ("invalid", "unknown_tool")
+_FAILED = ("error", "fault")
+
+
+class QARewardParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    outcome: Literal["em", "f1"] = "f1"
+    format_weight: float = Field(0.1, ge=0.0)
+    process_weight: float = Field(0.1, ge=0.0)
+    informative: float = 1.0
+    uninformative: float = 0.0
+    repeated: float = -0.5
+    invalid: float = -1.0
+    failed: float = 0.0
+
+
+def call_verdicts(question: Question, env: QAEnv) -> list[str]:
+    """One of informative, uninformative, repeated, invalid, failed per call of the episode."""
+    tools = env.qa_tools
+    wanted = {tools.render(tools.index.by_id[pid]) for pid in question.supporting if pid in tools.index.by_id}
+    shown: set[str] = set()
+    verdicts = []
+    for call in env.calls:
+        if call.kind == "repeated":
+            verdicts.append("repeated")
+        elif call.kind in _INVALID:
+            verdicts.append("invalid")
+        elif call.kind in _FAILED:
+            verdicts.append("failed")
+        else:
+            lines = set(call.content.splitlines()) if call.kind == "ok" else set()
+            new = lines - shown
+            useful = new & wanted if wanted else new
+            verdicts.append("informative" if useful else "uninformative")
+            shown |= lines
+    return verdicts
+
+
+def process_score(verdicts: list[str], params: QARewardParams) -> float:
+    if not verdicts:
+        return 0.0
+    mean = sum(getattr(params, v) for v in verdicts) / len(verdicts)
+    return max(-1.0, min(1.0, mean))
+
+
+def score_episode(question: Question, env: QAEnv, params: QARewardParams) -> dict[str, float]:
+    formatted = env.answer is not None and bool(env.answer.strip())
+    em = exact_match(env.answer, question.answer) if formatted else 0.0
+    f1 = f1_score(env.answer, question.answer) if formatted else 0.0
+    outcome = em if params.outcome == "em" else f1
+    process = process_score(call_verdicts(question, env), params)
+    errors = sum(c.kind not in ("ok", "empty", "repeated") for c in env.calls)
+    return {
+        "reward": outcome + params.format_weight * float(formatted) + params.process_weight * process,
+        "outcome": outcome,
+        "em": em,
+        "f1": f1,
+        "format": float(formatted),
+        "process": process,
+        "success": em,
+        "turns": float(env.turns),
+        "tool_error_rate": errors / len(env.calls) if env.calls else 0.0,
+        "truncated": float(env.truncated),
+    }

@@ -1,0 +1,195 @@
+"""QAEnv episodes: the scripted expert, rewards on known episodes, evaluation."""
+
+import json
+import random
+
+import pytest
+
+from star.env.parse import parse_action
+from star.qa.data import Question
+from star.qa.env import QA_SYSTEM_PROMPT, QAEnv
+from star.qa.evaluate import aggregate, naive_rag_prompt, score_answer
+from star.qa.expert import QAExpert, run_episode, trajectory_row
+from star.qa.rewards import QARewardParams, call_verdicts, score_episode
+from star.qa.search import QATools, SearchIndex
+from star.qa.synthesize import QuestionSpec, synthesize_questions
+from star.qa.world import QAWorldSpec, build_world
+from star.travel.distill import answer_text, tool_call_text
+
+
+@pytest.fixture(scope="module")
+def world():
+    return build_world(QAWorldSpec(seed=0))
+
+
+@pytest.fixture(scope="module")
+def tools(world):
+    return QATools(SearchIndex.build(world.passages()), top_k=3)
+
+
+@pytest.fixture(scope="module")
+def questions(world):
+    return synthesize_questions(world, QuestionSpec(seed=1, sizes={"train": 200, "validation": 0, "test": 0}))["train"]
+
+
+def two_hop(questions):
+    return next(q for q in questions if q.hops == 2 and q.kind == "bridge")
+
+
+def search(query):
+    return tool_call_text("Look it up.", "Search", {"query": query})
+
+
+def play(tools, question, turns, max_turns=8):
+    env = QAEnv(tools, max_turns=max_turns)
+    env.reset(question)
+    for text in turns:
+        if env.done:
+            break
+        env.step(text)
+    return env
+
+
+def test_env_prompt_and_tools(tools, questions):
+    env = QAEnv(tools)
+    first = env.reset(questions[0])
+    assert first == questions[0].question and env.question is questions[0]
+    assert env.history == [{"role": "system", "content": QA_SYSTEM_PROMPT}, {"role": "user", "content": first}]
+    assert [s["function"]["name"] for s in env.tool_schemas()] == ["Search"]
+    assert "<tool_call>" in QA_SYSTEM_PROMPT and "<answer>" in QA_SYSTEM_PROMPT and "Search{query}" in QA_SYSTEM_PROMPT
+
+
+def test_expert_answers_synthetic_questions(tools, questions):
+    rows = [run_episode(QAExpert(), tools, q, 0, seed=0) for q in questions]
+    stats = aggregate(rows)
+    assert stats["n"] == 200 and stats["em"] >= 0.95
+    assert all(stats[f"{h}hop/em"] >= 0.95 for h in (2, 3, 4))
+    # one search per hop, then the answer
+    assert all(r["tool_calls"] == r["hops"] and r["turns"] == r["hops"] + 1 for r in rows)
+
+
+def test_expert_retries_faults_and_mistakes_spoil_answers(tools, questions):
+    faulty = [run_episode(QAExpert(), tools, q, 0, seed=0, max_turns=12, fault_rate=0.2) for q in questions]
+    assert sum(r["tool_errors"] for r in faulty) > 20
+    assert aggregate(faulty)["em"] >= 0.95
+    spoiled = aggregate([run_episode(QAExpert(mistake_rate=0.3), tools, q, 0, seed=0) for q in questions])["em"]
+    assert 0.55 <= spoiled <= 0.85
+
+
+def test_distillation_is_byte_deterministic(tools, questions):
+    def rows(seed):
+        out = [run_episode(QAExpert(mistake_rate=0.2), tools, q, s, seed=seed, fault_rate=0.1) for q in questions[:40] for s in range(2)]
+        return "".join(json.dumps(r, sort_keys=True) + "\n" for r in out)
+
+    assert rows(0) == rows(0) != rows(1)
+
+
+def test_trajectory_row(tools, questions):
+    q = two_hop(questions)
+    env = QAEnv(tools)
+    env.reset(q)
+    QAExpert().episode(env, q, random.Random(0))
+    row = trajectory_row(env, q, "expert", 3)
+    assert set(row) == {
+        "query_id", "level", "hops", "kind", "source", "sample", "teacher", "messages", "tools", "turns",
+        "tool_calls", "tool_errors", "truncated", "answer", "evaluation", "success", "calls",
+    }
+    assert (row["query_id"], row["level"], row["sample"], row["source"]) == (q.idx, "2hop", 3, "synthetic")
+    assert row["evaluation"] == {"em": 1.0, "f1": 1.0} and row["success"] and row["answer"] == q.answer
+    assert [m["role"] for m in row["messages"]] == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
+    last = parse_action(row["messages"][-1]["content"])
+    assert last.think and last.answer == q.answer
+    assert json.loads(row["calls"][0]) == {"name": "Search", "arguments": {"query": q.plan[0]}, "kind": "ok"}
+
+
+def test_rewards_correct_wrong_and_format_failure(tools, questions):
+    q = two_hop(questions)
+    params = QARewardParams()  # f1 outcome, 0.1 format, 0.1 process
+    good = score_episode(q, play(tools, q, [search(q.plan[0]), search(q.plan[1]), answer_text("Done.", q.answer)]), params)
+    assert good == {
+        "reward": pytest.approx(1.2), "outcome": 1.0, "em": 1.0, "f1": 1.0, "format": 1.0, "process": 1.0,
+        "success": 1.0, "turns": 3.0, "tool_error_rate": 0.0, "truncated": 0.0,
+    }
+    wrong = score_episode(q, play(tools, q, [search(q.plan[0]), search(q.plan[1]), answer_text("Done.", "Nowhere")]), params)
+    assert (wrong["outcome"], wrong["em"], wrong["format"], wrong["process"]) == (0.0, 0.0, 1.0, 1.0)
+    assert wrong["reward"] == pytest.approx(0.2)
+    # never answers: cut at max_turns, no format credit, no outcome
+    cut = score_episode(q, play(tools, q, [search(q.plan[0])] + [search(f"{q.plan[1]} {i}") for i in range(9)], max_turns=4), params)
+    assert (cut["format"], cut["outcome"], cut["truncated"], cut["turns"]) == (0.0, 0.0, 1.0, 4.0)
+    empty = score_episode(q, play(tools, q, [search(q.plan[0]), "<answer> </answer>"]), params)
+    assert (empty["format"], empty["outcome"]) == (0.0, 0.0)
+
+
+def test_outcome_em_or_f1():
+    q = Question(idx=0, question="When?", answer="1954", hops=2, kind="bridge", source="synthetic")
+    assert score_answer(q, "in 1954 maybe") == {"em": 0.0, "f1": 0.5}
+    assert score_answer(q, "The 1954.") == {"em": 1.0, "f1": 1.0}
+    assert score_answer(q, None) == {"em": 0.0, "f1": 0.0}
+
+
+def test_partial_answers_score_by_the_chosen_outcome(tools, questions):
+    q = next(q for q in questions if q.answer.isdigit())
+    env = play(tools, q, [search(p) for p in q.plan] + [answer_text("Done.", f"in {q.answer} maybe")])
+    assert score_episode(q, env, QARewardParams(outcome="f1"))["outcome"] == 0.5
+    assert score_episode(q, env, QARewardParams(outcome="em"))["outcome"] == 0.0
+
+
+def test_repeated_invalid_and_useless_calls_lower_the_process_term(tools, questions, world):
+    q = two_hop(questions)
+    params = QARewardParams(process_weight=1.0, format_weight=0.0)
+    other = next(p.title for p in world.passages() if p.title not in q.plan and p.title not in q.question)
+    cases = {
+        "clean": [search(q.plan[0]), search(q.plan[1])],
+        "repeated": [search(q.plan[0]), search(q.plan[0]), search(q.plan[1])],
+        "invalid": [search(q.plan[0]), "I will just guess.", search(q.plan[1])],
+        "bad_args": [search(q.plan[0]), tool_call_text("x", "Search", {"query": " "}), search(q.plan[1])],
+        "unknown_tool": [search(q.plan[0]), tool_call_text("x", "Lookup", {"query": "x"}), search(q.plan[1])],
+        "useless": [search(q.plan[0]), search(other), search(q.plan[1])],
+    }
+    verdicts, process = {}, {}
+    for name, turns in cases.items():
+        env = play(tools, q, turns + [answer_text("Done.", q.answer)])
+        verdicts[name] = call_verdicts(q, env)
+        process[name] = score_episode(q, env, params)["process"]
+    assert verdicts["clean"] == ["informative", "informative"]
+    assert verdicts["repeated"] == ["informative", "repeated", "informative"]
+    assert verdicts["invalid"] == verdicts["bad_args"] == verdicts["unknown_tool"] == ["informative", "invalid", "informative"]
+    assert verdicts["useless"] == ["informative", "uninformative", "informative"]
+    assert process["clean"] == 1.0
+    assert process["repeated"] == pytest.approx(0.5)  # (1 - 0.5 + 1) / 3
+    assert process["invalid"] == pytest.approx(1 / 3)  # (1 - 1 + 1) / 3
+    assert process["useless"] == pytest.approx(2 / 3)
+    # a search that shows a supporting passage again is not informative twice
+    again = play(tools, q, [search(q.plan[0]), search(f"{q.plan[0]} {q.plan[0]}"), answer_text("Done.", q.answer)])
+    assert call_verdicts(q, again) == ["informative", "uninformative"]
+
+
+def test_without_supporting_passages_new_results_count(tools, questions):
+    q = two_hop(questions).model_copy(update={"supporting": []})
+    env = play(tools, q, [search(q.plan[0]), search(q.plan[0] + " " + q.plan[0]), search(q.plan[1]), answer_text("Done.", q.answer)])
+    assert call_verdicts(q, env) == ["informative", "uninformative", "informative"]
+
+
+def test_aggregate_by_hops_and_source():
+    def row(hops, source, em, f1):
+        return {"hops": hops, "source": source, "evaluation": {"em": em, "f1": f1}}
+
+    rows = [row(2, "synthetic", 1.0, 1.0), row(2, "hotpotqa", 0.0, 0.5), row(3, "synthetic", 0.0, 0.0), row(10, "musique", 1.0, 1.0)]
+    stats = aggregate(rows)
+    assert (stats["n"], stats["em"], stats["f1"]) == (4, 0.5, 0.625)
+    assert list(stats["by_hops"]) == ["2", "3", "10"]
+    assert stats["by_hops"]["2"] == {"em": 0.5, "f1": 0.75, "n": 2}
+    assert stats["by_source"]["synthetic"] == {"em": 0.5, "f1": 0.5, "n": 2}
+    assert (stats["2hop/em"], stats["2hop/n"], stats["hotpotqa/f1"], stats["10hop/em"]) == (0.5, 2, 0.5, 1.0)
+
+
+def test_naive_rag_prompt(tools, questions):
+    q = next(q for q in questions if q.kind == "comparison" and q.hops == 2)
+    messages = naive_rag_prompt(q, tools.index, 3)
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert "<answer>" in messages[0]["content"]
+    user = messages[1]["content"]
+    assert user.endswith(f"Question: {q.question}")
+    assert len(user.splitlines()) == 1 + 3 + 1
+    # both compared entities are named in the question, so one retrieval finds both
+    assert all(f"\n{name}: " in user for name in q.plan)
