@@ -48,17 +48,12 @@ def flatten(params: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-@contextmanager
-def stage_run(stage: str, params: dict[str, Any], root: Path, params_file: str = "params.yaml") -> Iterator[Any]:
-    """Open the MLflow run of one stage, under its pipeline's parent run."""
-    import mlflow  # slow to import; only stages need it
-
-    uri = tracking_uri(root)
+def _pipeline_tags(root: Path, params_file: str) -> dict[str, str]:
+    """Tags shared by a pipeline run and its stage runs; `star.pipeline` identifies the parent."""
     commit = git_commit(root)
     phash = file_hash(root / params_file)
     pipeline = os.environ.get("DVC_EXP_NAME") or f"{commit[:12]}-{phash}"
     tags = {
-        "star.stage": stage,
         "star.pipeline": pipeline,
         "star.git_commit": commit,
         "star.params_hash": phash,
@@ -66,17 +61,28 @@ def stage_run(stage: str, params: dict[str, Any], root: Path, params_file: str =
     for var in ("DVC_EXP_NAME", "DVC_EXP_BASELINE_REV", "DVC_STAGE"):
         if os.environ.get(var):
             tags[f"dvc.{var[4:].lower()}"] = os.environ[var]
+    return tags
 
-    mlflow.set_tracking_uri(uri)
-    client = mlflow.MlflowClient(uri)
-    # Creating the store or the parent run twice at once would corrupt or duplicate it.
+
+def _parent_run(root: Path, uri: str, tags: dict[str, str]) -> tuple[Any, str, str]:
+    """(client, experiment id, parent run id) of the pipeline named by `tags`, created if absent.
+
+    Everything that may create something (the store's tables, the experiment, the
+    parent run) happens under one file lock: two stages or two `dvc exp run`
+    starting at once would otherwise corrupt or duplicate it.
+    """
+    import mlflow  # slow to import; only stages need it
+
     with FileLock(str(root / ".mlflow.lock")):
+        # A client opens (and, the first time, creates) the store.
+        client = mlflow.MlflowClient(uri)
         experiment = client.get_experiment_by_name(EXPERIMENT)
         if experiment is None:
             location = None if os.environ.get("MLFLOW_TRACKING_URI") else (root / "mlartifacts").resolve().as_uri()
             experiment_id = client.create_experiment(EXPERIMENT, artifact_location=location)
         else:
             experiment_id = experiment.experiment_id
+        pipeline = tags["star.pipeline"]
         found = client.search_runs(
             [experiment_id], filter_string=f"tags.`star.pipeline` = '{pipeline}' and tags.`star.role` = 'pipeline'"
         )
@@ -90,10 +96,89 @@ def stage_run(stage: str, params: dict[str, Any], root: Path, params_file: str =
             )
             parent_id = parent.info.run_id
             client.set_terminated(parent_id)
+    return client, experiment_id, parent_id
+
+
+def param_values(params: dict[str, Any]) -> dict[str, str]:
+    """`params` flattened, as the strings MLflow stores (None as '', at most 500 characters)."""
+    return {k: str("" if v is None else v)[:500] for k, v in flatten(params).items()}
+
+
+@contextmanager
+def stage_run(stage: str, params: dict[str, Any], root: Path, params_file: str = "params.yaml") -> Iterator[Any]:
+    """Open the MLflow run of one stage, under its pipeline's parent run."""
+    import mlflow  # slow to import; only stages need it
+
+    uri = tracking_uri(root)
+    tags = {"star.stage": stage, **_pipeline_tags(root, params_file)}
+    mlflow.set_tracking_uri(uri)
+    _, experiment_id, parent_id = _parent_run(root, uri, tags)
 
     with mlflow.start_run(
         experiment_id=experiment_id, run_name=stage, parent_run_id=parent_id, tags={**tags, "star.role": "stage"}
     ) as run:
-        flat = {k: ("" if v is None else v) for k, v in flatten(params).items()}
-        mlflow.log_params({k: str(v)[:500] for k, v in flat.items()})
+        mlflow.log_params(param_values(params))
         yield run
+
+
+CONFLICT_TAG = "star.param_conflict."
+
+
+def _flat_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, float]:
+    flat: dict[str, float] = {}
+    for key, value in metrics.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flat_metrics(value, f"{name}/"))
+        elif isinstance(value, (int, float)):  # bools are ints: logged as 0/1
+            flat[name] = float(value)
+    return flat
+
+
+def log_pipeline_summary(
+    root: Path, params: dict[str, Any], metrics: dict[str, Any], params_file: str = "params.yaml"
+) -> dict[str, Any]:
+    """Put the params that define a pipeline run and its final metrics on its parent run.
+
+    The parent is the one `stage_run` would use now (same `star.pipeline` tag, same
+    lock; created if absent), so the MLflow compare view shows each pipeline run
+    without opening its children.
+
+    - `params` (nested, e.g. the whole params.yaml) are flattened as in `stage_run`
+      (`grpo.reward`, `env.fault_rate`). MLflow params are immutable, so a param is
+      logged only when absent; one already there with the same value is left alone;
+      one there with another value keeps its first value, and the new value is
+      recorded in the tag `star.param_conflict.<name>` (tags can change) and
+      returned under `conflicts`. Calling again is therefore always safe.
+    - `metrics` (nested dicts become `/` paths, e.g. {"grpo": {"final_pass_rate": x}}
+      -> `grpo/final_pass_rate`, the convention `star.report` reads) are logged at
+      step 0; a later call logs a newer value, which MLflow shows as the latest.
+      Non-numeric values are skipped.
+
+    Returns {"run_id", "logged" (new params), "conflicts" ({name: (kept, new)}), "metrics" (logged)}.
+    """
+    import time
+
+    from mlflow.entities import Metric, Param, RunTag
+
+    uri = tracking_uri(root)
+    tags = _pipeline_tags(root, params_file)
+    client, _, parent_id = _parent_run(root, uri, tags)
+    wanted = param_values(params)
+    flat_metrics = _flat_metrics(metrics)
+    # The lock makes read-then-log atomic against another summary of the same parent.
+    with FileLock(str(root / ".mlflow.lock")):
+        existing = client.get_run(parent_id).data.params
+        new = {k: v for k, v in wanted.items() if k not in existing}
+        conflicts = {k: (existing[k], v) for k, v in wanted.items() if k in existing and existing[k] != v}
+        params_list = [Param(k, v) for k, v in new.items()]
+        tag_list = [RunTag(f"{CONFLICT_TAG}{k}", v) for k, (_, v) in conflicts.items()]
+        for i in range(0, len(params_list), 100):  # MLflow's limit per batch
+            client.log_batch(parent_id, params=params_list[i : i + 100])
+        for i in range(0, len(tag_list), 100):
+            client.log_batch(parent_id, tags=tag_list[i : i + 100])
+        now = int(time.time() * 1000)
+        metric_list = [Metric(k, v, now, 0) for k, v in flat_metrics.items()]
+        for i in range(0, len(metric_list), 1000):
+            client.log_batch(parent_id, metrics=metric_list[i : i + 1000])
+    return {"run_id": parent_id, "logged": sorted(new), "conflicts": conflicts, "metrics": flat_metrics}
