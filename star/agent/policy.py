@@ -1,13 +1,13 @@
-"""Run a policy on TravelPlanner queries: the rollout engine over TravelEnvs, in batches."""
+"""Run a policy on tasks of any domain: the rollout engine over one ToolEnv per task, in batches."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from star.agent.backends import Generation, Prompt
 from star.agent.rollout import RolloutLimits, Trajectory, run_episodes
-from star.env.core import arguments_json
+from star.env.core import ToolEnv, arguments_json
 from star.travel.env import TravelEnv
 from star.travel.query import Query
 from star.travel.tools import TravelTools
@@ -47,6 +47,35 @@ class ForcedPrefix:
         return out
 
 
+def play_tasks(
+    backend: Any,
+    tokenizer: Any,
+    make_env: Callable[[Any, int], ToolEnv],
+    tasks: Sequence[Any],
+    limits: RolloutLimits,
+    *,
+    batch_size: int,
+    seed: int = 0,
+    tools_in_prompt: bool = False,
+    prefixes: Sequence[list[str]] | None = None,
+    progress: bool = True,
+) -> list[tuple[Any, ToolEnv, Trajectory]]:
+    """Play each task once in its own env, `make_env(task, seed)`, any domain.
+
+    `prefixes[i]` (assistant turns) is replayed before task i samples.
+    """
+    envs = [make_env(task, seed) for task in tasks]
+    if prefixes is not None:
+        firsts = [env.prompt(task) for env, task in zip(envs, tasks)]
+        backend = ForcedPrefix(backend, tokenizer, dict(zip(firsts, prefixes)))
+    out = []
+    for start in range(0, len(tasks), batch_size):
+        batch, batch_envs = list(tasks[start : start + batch_size]), envs[start : start + batch_size]
+        trajectories = run_episodes(backend, tokenizer, batch_envs, batch, limits, tools=None if tools_in_prompt else [], progress=progress)
+        out += list(zip(batch, batch_envs, trajectories))
+    return out
+
+
 def play(
     backend: Any,
     tokenizer: Any,
@@ -54,23 +83,15 @@ def play(
     queries: Sequence[Query],
     limits: RolloutLimits,
     *,
-    batch_size: int,
     fault_rate: float = 0.0,
-    seed: int = 0,
-    tools_in_prompt: bool = False,
-    prefixes: Sequence[list[str]] | None = None,
-    progress: bool = True,
+    **kwargs: Any,
 ) -> list[tuple[Query, TravelEnv, Trajectory]]:
-    """Play each query once; `prefixes[i]` (assistant turns) is replayed before query i samples."""
-    if prefixes is not None:
-        backend = ForcedPrefix(backend, tokenizer, {q.query: p for q, p in zip(queries, prefixes)})
-    out = []
-    for start in range(0, len(queries), batch_size):
-        batch = list(queries[start : start + batch_size])
-        envs = [TravelEnv(tools, max_turns=limits.max_turns, fault_rate=fault_rate, seed=seed + q.idx) for q in batch]
-        trajectories = run_episodes(backend, tokenizer, envs, batch, limits, tools=None if tools_in_prompt else [], progress=progress)
-        out += list(zip(batch, envs, trajectories))
-    return out
+    """Play each TravelPlanner query once (see `play_tasks`)."""
+
+    def make_env(query: Query, seed: int) -> TravelEnv:
+        return TravelEnv(tools, max_turns=limits.max_turns, fault_rate=fault_rate, seed=seed + query.idx)
+
+    return play_tasks(backend, tokenizer, make_env, queries, limits, **kwargs)
 
 
 def trajectory_row(query: Query, env: TravelEnv, trajectory: Trajectory, policy: str) -> dict[str, Any]:

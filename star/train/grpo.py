@@ -130,12 +130,13 @@ class EpisodeRunner:
     def __init__(
         self,
         play: Callable[[list[Query], int, list[list[str]] | None], list[tuple[Any, Any]]],
-        queries: list[Query],
-        scorer: Scorer,
+        queries: list[Any],
+        scorer: Callable[[Any, Any, int], dict[str, float]],
         params: GRPOParams,
+        text_of: Callable[[Any], str] = lambda query: query.query,
     ):
         self.play = play  # (queries, seed, forced prefixes) -> [(env, trajectory)]
-        self.by_text = {q.query: q for q in queries}
+        self.by_text = {text_of(q): q for q in queries}
         self.queries = queries
         self.scorer = scorer
         self.params = params
@@ -279,3 +280,85 @@ def grpo_config(params: GRPOParams, output_dir: Path, use_cpu: bool) -> Any:
         shuffle_dataset=True,
         remove_unused_columns=False,
     )
+
+
+def train_grpo(
+    params: GRPOParams,
+    model_path: str,
+    tasks: list[Any],
+    text_of: Callable[[Any], str],
+    make_env: Callable[[Any, int], Any],
+    score: Callable[[Any, Any, int], dict[str, float]],
+    system_prompt: str,
+    out_dir: Path,
+    checkpoint_dir: Path,
+    *,
+    curve_path: Path | None = None,
+    tools_in_prompt: bool = False,
+    log_fn: Callable[[dict[str, float], int], None] | None = None,
+) -> dict[str, float]:
+    """GRPO on `tasks` of any domain; writes the model to `out_dir`, resumes from `checkpoint_dir`.
+
+    `make_env(task, seed)` builds a fresh ToolEnv, `score(task, env, step)`
+    judges a finished episode (its "reward" key trains), `text_of(task)` is the
+    task's first user message. `log_fn(metrics, step)` gets every step's logs.
+    """
+    import os
+    import shutil
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOTrainer
+
+    from star.agent.backends import TransformersBackend
+    from star.agent.policy import play_tasks
+    from star.agent.rollout import RolloutLimits
+    from star.io import atomic_dir
+    from star.train.curves import curve, write_curve
+
+    torch.manual_seed(params.seed)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    policy = AutoModelForCausalLM.from_pretrained(model_path)
+    limits = RolloutLimits(max_turns=params.max_turns, max_new_tokens=params.max_new_tokens, max_total_tokens=params.max_total_tokens)
+
+    def play_batch(batch: list[Any], seed: int, prefixes: list[list[str]] | None) -> list:
+        was_training = policy.training
+        policy.eval()
+        backend = TransformersBackend(policy, tokenizer, temperature=params.temperature, seed=seed)
+        played = play_tasks(backend, tokenizer, make_env, batch, limits, batch_size=len(batch), seed=seed, tools_in_prompt=tools_in_prompt, prefixes=prefixes)
+        policy.train(was_training)
+        return [(e, t) for _, e, t in played]
+
+    runner = EpisodeRunner(play_batch, tasks, score, params, text_of=text_of)
+
+    def env_reward(prompts, completions, reward, **kwargs):
+        return reward
+
+    class LogRollouts(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            rollout = {f"rollout/{k}": v[-1] for k, v in runner.stats.items() if v}
+            if state.log_history and "loss" in state.log_history[-1]:
+                state.log_history[-1].update(rollout)  # checkpoints keep it: a resumed run has the whole curve
+            if log_fn is not None:
+                metrics = {f"train/{k}": float(v) for k, v in (logs or {}).items() if isinstance(v, (int, float))}
+                log_fn({**metrics, **rollout}, state.global_step)
+
+    system = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    dataset = Dataset.from_list([{"prompt": [*system, {"role": "user", "content": text_of(t)}]} for t in tasks])
+    config = grpo_config(params, checkpoint_dir, use_cpu=not torch.cuda.is_available())
+    trainer = GRPOTrainer(model=policy, reward_funcs=[env_reward], args=config, train_dataset=dataset, processing_class=tokenizer, rollout_func=runner, callbacks=[LogRollouts()])
+    resume = any(Path(checkpoint_dir).glob("checkpoint-*"))
+    result = trainer.train(resume_from_checkpoint=True if resume else None)
+    with atomic_dir(out_dir) as tmp:
+        trainer.model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    if curve_path is not None:
+        write_curve(curve_path, curve(trainer.state.log_history, "loss"))
+    shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    stats = {k: statistics.fmean(v) for k, v in runner.stats.items() if v}
+    first = {f"first_{k}": v[0] for k, v in runner.stats.items() if v}
+    last = {f"last_{k}": v[-1] for k, v in runner.stats.items() if v}
+    seconds = result.metrics["train_runtime"] / max(result.global_step, 1)
+    return {"train_loss": result.training_loss, "steps": result.global_step, "seconds_per_step": seconds, **stats, **first, **last}
