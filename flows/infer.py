@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from prefect import flow
 
@@ -28,33 +29,34 @@ def run_teacher(teacher: TeacherParams, env: EnvParams, sandbox: Sandbox, querie
     return [run_episode(agent, tools, index, q, 0, seed=teacher.seed, max_turns=env.max_turns, fault_rate=0.0) for q in queries]
 
 
-@task
-def run_model(infer: InferParams, env: EnvParams, model: ModelParams, sandbox: Sandbox, queries: list[Query], model_dir: Path, policy: str) -> list[dict]:
+def load_policy(infer: InferParams, model_dir: Path) -> tuple[Any, Any]:
+    """(backend, tokenizer) for the model in `model_dir`, on the configured backend."""
+    from transformers import AutoTokenizer
+
     from star.agent.backends import make_backend
-    from star.agent.policy import play, trajectory_row
-    from star.agent.rollout import RolloutLimits
 
     source = model_source(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(source)
     if infer.backend == "transformers":
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM
 
         torch.manual_seed(infer.seed)
-        tokenizer = AutoTokenizer.from_pretrained(source)
         lm = AutoModelForCausalLM.from_pretrained(source).eval()
         if torch.cuda.is_available():
             lm = lm.to("cuda")
-        backend = make_backend("transformers", model=lm, tokenizer=tokenizer, temperature=infer.temperature, top_p=infer.top_p, seed=infer.seed)
-    elif infer.backend == "vllm":
-        from transformers import AutoTokenizer
+        return make_backend("transformers", model=lm, tokenizer=tokenizer, temperature=infer.temperature, top_p=infer.top_p, seed=infer.seed), tokenizer
+    if infer.backend == "vllm":
+        return make_backend("vllm", model=source, temperature=infer.temperature, top_p=infer.top_p, seed=infer.seed), tokenizer
+    return make_backend("openai", **infer.openai.model_dump(), temperature=infer.temperature), tokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(source)
-        backend = make_backend("vllm", model=source, temperature=infer.temperature, top_p=infer.top_p, seed=infer.seed)
-    else:
-        from transformers import AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(source)
-        backend = make_backend("openai", **infer.openai.model_dump(), temperature=infer.temperature)
+@task
+def run_model(infer: InferParams, env: EnvParams, model: ModelParams, sandbox: Sandbox, queries: list[Query], model_dir: Path, policy: str) -> list[dict]:
+    from star.agent.policy import play, trajectory_row
+    from star.agent.rollout import RolloutLimits
+
+    backend, tokenizer = load_policy(infer, model_dir)
     limits = RolloutLimits(max_turns=infer.max_turns, max_new_tokens=infer.max_new_tokens, max_total_tokens=infer.max_total_tokens)
     tools = TravelTools(sandbox, row_cap=env.row_cap)
     played = play(backend, tokenizer, tools, queries, limits, batch_size=infer.batch_size, seed=infer.seed, tools_in_prompt=model.tool_schemas)

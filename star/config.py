@@ -11,9 +11,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from star.models.tiny import BUILTIN_TINY, TinySpec
+from star.qa.rewards import QARewardParams
+from star.qa.synthesize import QuestionSpec
+from star.qa.world import QAWorldSpec
 from star.train.grpo import GRPOParams
 from star.train.sft import SFTParams
 from star.travel.paraphrase import ParaphraseSpec
@@ -137,6 +140,45 @@ class EvaluateParams(Section):
     mode: Literal["official", "strict"] = "official"
 
 
+class QATeacherParams(Section):
+    """The scripted QA expert that follows the hops through the search tool."""
+
+    samples: int = Field(1, ge=1, le=64)
+    seed: int = 0
+    mistake_rate: float = Field(0.1, ge=0.0, le=1.0)
+
+
+class QAFilterParams(Section):
+    """Which QA trajectories become SFT data: exact-match answers only."""
+
+    max_tokens: int = Field(1024, ge=64)
+    size: int = Field(1000, ge=1)
+    levels: dict[str, float] = Field(default_factory=lambda: {"2hop": 1, "3hop": 1, "4hop": 1})
+    seed: int = 0
+
+
+class QAParams(Section):
+    """The multi-hop QA domain: a search agent over a passage corpus."""
+
+    source: Literal["synthetic", "hotpotqa", "2wiki", "musique"] = "synthetic"
+    # the dataset file when source is a public one (users bring it; it is read, never copied)
+    path: str = ""
+    world: QAWorldSpec = Field(default_factory=QAWorldSpec)
+    questions: QuestionSpec = Field(default_factory=QuestionSpec)
+    top_k: int = Field(3, ge=1, le=50)  # passages per search
+    max_words: int | None = Field(None, ge=1)  # per passage in an observation; None = whole
+    max_turns: int = Field(8, ge=1, le=100)
+    teacher: QATeacherParams = Field(default_factory=QATeacherParams)
+    filter: QAFilterParams = Field(default_factory=QAFilterParams)
+    reward: QARewardParams = Field(default_factory=QARewardParams)
+
+    @model_validator(mode="after")
+    def _path(self) -> QAParams:
+        if self.source != "synthetic" and not self.path:
+            raise ValueError(f"source {self.source} needs path: the dataset file")
+        return self
+
+
 class SFTStageParams(SFTParams):
     """Supervised fine-tuning on the filtered trajectories (TRL SFTTrainer)."""
 
@@ -157,6 +199,7 @@ SECTIONS: dict[str, type[Section]] = {
     "synthesize": SynthesizeParams,
     "teacher": TeacherParams,
     "filter": FilterParams,
+    "qa": QAParams,
 }
 
 

@@ -70,3 +70,22 @@ def test_stage_exits_2_with_one_line_before_any_work(tmp_path):
     assert "world.synthetic.states = -3" in lines[0]
     assert not (tmp_path / "data").exists()
     assert not (tmp_path / "mlflow.db").exists()
+
+
+@pytest.mark.parametrize(
+    "data, expect",
+    [
+        ({"qa": {"source": "hotpotqa"}}, ["qa", "needs path"]),
+        ({"qa": {"reward": {"outcome": "bleu"}}}, ["qa.reward.outcome", "'bleu'", "'em' or 'f1'"]),
+        ({"qa": {"top_k": 0}}, ["qa.top_k", "greater than or equal to 1"]),
+        ({"qa": {"world": {"num_countries": 50, "num_places": 10}}}, ["qa.world", "num_countries"]),
+        ({"qa": {"filter": {"sise": 3}}}, ["qa.filter.sise", "unknown key", "size"]),
+    ],
+)
+def test_bad_qa_params(tmp_path, data, expect):
+    with pytest.raises(ParamsError) as info:
+        load_params(write(tmp_path, data), ["qa"])
+    message = str(info.value)
+    assert "\n" not in message
+    for part in expect:
+        assert part in message, message

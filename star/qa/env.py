@@ -5,6 +5,7 @@ from __future__ import annotations
 from star.env.core import ToolEnv
 from star.env.faults import with_faults
 from star.qa.data import Question
+from star.qa.evaluate import NAIVE_RAG_SYSTEM_PROMPT, naive_rag_prompt
 from star.qa.search import QATools
 
 # The same tag conventions as the travel prompt, and the tool in one line.
@@ -21,6 +22,24 @@ class QAEnv(ToolEnv):
 
     def prompt(self, task: Question) -> str:
         return task.question
+
+    @property
+    def question(self) -> Question:
+        return self.task
+
+
+class NaiveRAGEnv(ToolEnv):
+    """The Naive RAG baseline as a one-turn episode: one retrieval with the
+    question goes into the prompt, no tools, the first reply is the answer."""
+
+    system_prompt = NAIVE_RAG_SYSTEM_PROMPT
+
+    def __init__(self, tools: QATools):
+        super().__init__([], max_turns=1)
+        self.qa_tools = tools
+
+    def prompt(self, task: Question) -> str:
+        return naive_rag_prompt(task, self.qa_tools.index, self.qa_tools.top_k, self.qa_tools.max_words)[-1]["content"]
 
     @property
     def question(self) -> Question:

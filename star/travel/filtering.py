@@ -45,13 +45,16 @@ def select(
     size: int,
     levels: dict[str, float],
     seed: int,
+    judge: Callable[[dict], bool] | None = None,
 ) -> tuple[list[dict], Counter]:
+    """`judge(row)` replaces the evaluator check for other domains (e.g. QA: exact match)."""
+    judge = judge or (lambda row: passes(row, require))
     stats: Counter = Counter(total=len(rows))
     seen: set[str] = set()
     pool: dict[str, list[dict]] = {level: [] for level in levels}
     for row in rows:
         level = row["level"]
-        if not passes(row, require):
+        if not judge(row):
             reason = "failed_evaluation"
         elif malformed(row):
             reason = "malformed"

@@ -1,0 +1,231 @@
+"""The multi-hop QA domain's stages: corpus, questions, distill, base, filter, grpo, infer (scored as it goes).
+
+SFT is the travel stage's flow on QA data. Policies evaluated on the QA test split:
+the QA agent (qa_base, qa_sft, qa_grpo), the baselines (naive_rag: one retrieval
+then an answer; base_tool_call: the base model with the tool's JSON schema, no
+training), the expert (qa_teacher), and the travel agent out of its domain
+(travel_base, travel_sft, travel_grpo), whose drop is the alignment tax.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from pathlib import Path
+
+from prefect import flow
+from tqdm import tqdm
+
+from flows.infer import load_policy, save_rows
+from flows.tasks import task
+from star.config import EnvParams, GRPOStageParams, InferParams, ModelParams, QAParams
+from star.io import atomic_dir, read_jsonl, write_json
+from star.models.base import model_source
+from star.qa.data import Question, load_passages, load_questions, save_passages, save_questions
+from star.qa.search import QATools, SearchIndex
+
+SPLITS = ("train", "validation", "test")
+
+
+def _tools(qa: QAParams, corpus: Path) -> QATools:
+    return QATools(SearchIndex.load(corpus / "index"), top_k=qa.top_k, max_words=qa.max_words)
+
+
+@flow(name="qa_world")
+def qa_world_flow(qa: QAParams, out: Path) -> dict[str, float]:
+    from star.qa.loaders import LOADERS
+    from star.qa.world import build_world
+
+    with atomic_dir(out) as tmp:
+        if qa.source == "synthetic":
+            world = build_world(qa.world)
+            world.save(tmp)
+            passages = world.passages()
+        else:
+            _, passages = LOADERS[qa.source](qa.path)
+        save_passages(tmp / "passages.jsonl", passages)
+        start = time.perf_counter()
+        SearchIndex.build(passages).save(tmp / "index")
+        seconds = time.perf_counter() - start
+    return {"passages": len(passages), "index_build_seconds": seconds}
+
+
+@flow(name="qa_synthesize")
+def qa_synthesize_flow(qa: QAParams, corpus: Path, out: Path) -> dict[str, float]:
+    from star.qa.loaders import LOADERS
+    from star.qa.synthesize import synthesize_questions
+    from star.qa.world import KnowledgeWorld
+
+    if qa.source == "synthetic":
+        splits = synthesize_questions(KnowledgeWorld.load(corpus), qa.questions)
+    else:
+        # A public file is one pool: shuffled by seed, then cut to the split sizes.
+        questions, _ = LOADERS[qa.source](qa.path)
+        random.Random(qa.questions.seed).shuffle(questions)
+        splits, start = {}, 0
+        for split in SPLITS:
+            n = qa.questions.sizes.get(split, 0)
+            splits[split] = questions[start : start + n]
+            start += n
+    with atomic_dir(out) as tmp:
+        for split in SPLITS:
+            save_questions(tmp / f"{split}.jsonl", splits.get(split, []))
+    metrics: dict[str, float] = {f"questions_{s}": len(splits.get(s, [])) for s in SPLITS}
+    for question in splits.get("train", []):
+        metrics[f"train_{question.level}"] = metrics.get(f"train_{question.level}", 0) + 1
+    return metrics
+
+
+def _rows_metrics(rows: list[dict]) -> dict[str, float]:
+    n = max(len(rows), 1)
+    return {
+        "episodes": len(rows),
+        "em": sum(r["evaluation"]["em"] for r in rows) / n,
+        "f1": sum(r["evaluation"]["f1"] for r in rows) / n,
+        "mean_turns": sum(r["turns"] for r in rows) / n,
+    }
+
+
+def _save(rows: list[dict], out: Path, stats: dict | None = None) -> None:
+    with atomic_dir(out) as tmp:
+        with open(tmp / "trajectories.jsonl", "w") as f:
+            for row in rows:
+                f.write(json.dumps(row, sort_keys=True) + "\n")
+        if stats is not None:
+            write_json(tmp / "stats.json", stats)
+
+
+@flow(name="qa_distill")
+def qa_distill_flow(qa: QAParams, corpus: Path, questions: Path, out: Path) -> dict[str, float]:
+    from star.qa.expert import QAExpert, run_episode
+
+    tools = _tools(qa, corpus)
+    teacher = QAExpert(qa.teacher.mistake_rate)
+    items = [(q, s) for q in load_questions(questions) for s in range(qa.teacher.samples)]
+    rows = [
+        run_episode(teacher, tools, q, s, seed=qa.teacher.seed, max_turns=qa.max_turns)
+        for q, s in tqdm(items, desc="distill", unit="episode")
+    ]
+    metrics = {**_rows_metrics(rows), "success_rate": sum(r["success"] for r in rows) / max(len(rows), 1)}
+    _save(rows, out, metrics)
+    return metrics
+
+
+@flow(name="qa_base")
+def qa_base_flow(model: ModelParams, corpus: Path, trajectories: Path, out: Path) -> dict[str, float]:
+    from star.models.base import prepare_base
+    from star.models.tiny import corpus_from_trajectories
+    from star.qa.env import QA_SYSTEM_PROMPT
+    from star.qa.evaluate import NAIVE_RAG_SYSTEM_PROMPT
+    from star.qa.world import KnowledgeWorld, entity_names
+
+    def texts() -> list[str]:
+        rows = read_jsonl(trajectories)
+        tools = json.loads(rows[0]["tools"]) if rows else []
+        # The baselines' prompts too: the schema (base_tool_call) and the RAG instruction.
+        return corpus_from_trajectories([r["messages"] for r in rows], tools, QA_SYSTEM_PROMPT) + [NAIVE_RAG_SYSTEM_PROMPT]
+
+    def names() -> list[str]:
+        # Loaded datasets have multi-word titles: only the synthetic world's names become tokens.
+        return entity_names(KnowledgeWorld.load(corpus)) if (corpus / "world.json").exists() else []
+
+    prepare_base(out, model.name_or_path, model.tiny, texts, names)
+    return {}
+
+
+@flow(name="qa_filter")
+def qa_filter_flow(qa: QAParams, model: ModelParams, trajectories: Path, base: Path, out: Path) -> dict[str, float]:
+    from transformers import AutoTokenizer
+
+    from star.travel.filtering import select
+
+    tokenizer = AutoTokenizer.from_pretrained(model_source(base))
+
+    def count_tokens(row: dict) -> int:
+        tools = json.loads(row["tools"]) if model.tool_schemas else None
+        return len(tokenizer.apply_chat_template(row["messages"], tools=tools, tokenize=True, return_dict=False))
+
+    kept, stats = select(
+        read_jsonl(trajectories / "trajectories.jsonl"),
+        require="final",
+        judge=lambda row: bool(row["success"]),
+        max_tokens=qa.filter.max_tokens,
+        count_tokens=count_tokens,
+        size=qa.filter.size,
+        levels=qa.filter.levels,
+        seed=qa.filter.seed,
+    )
+    with atomic_dir(out) as tmp:
+        with open(tmp / "train.jsonl", "w") as f:
+            for row in kept:
+                f.write(json.dumps(row, sort_keys=True) + "\n")
+        write_json(tmp / "stats.json", dict(stats))
+    tokens = [r["tokens"] for r in kept]
+    return {**stats, "mean_tokens": sum(tokens) / max(len(tokens), 1), "max_tokens": max(tokens, default=0)}
+
+
+@flow(name="qa_grpo")
+def qa_grpo_flow(
+    grpo: GRPOStageParams, env: EnvParams, qa: QAParams, model: ModelParams, corpus: Path, questions: Path, sft: Path, out: Path, checkpoints: Path, curve: Path
+) -> dict[str, float]:
+    import mlflow
+
+    from star.qa.env import QA_SYSTEM_PROMPT, QAEnv
+    from star.qa.rewards import score_episode
+    from star.train.grpo import train_grpo
+
+    tools = _tools(qa, corpus)
+    tasks = load_questions(questions)
+
+    def make_env(question: Question, seed: int) -> QAEnv:
+        return QAEnv(tools, max_turns=qa.max_turns, fault_rate=env.fault_rate, seed=seed + question.idx)
+
+    def score(question: Question, qa_env: QAEnv, step: int) -> dict[str, float]:
+        return score_episode(question, qa_env, qa.reward)
+
+    fingerprint = hashlib.sha256((grpo.model_dump_json() + env.model_dump_json() + qa.model_dump_json()).encode() + questions.read_bytes()).hexdigest()[:12]
+    return train_grpo(
+        grpo, model_source(sft), tasks, lambda q: q.question, make_env, score, QA_SYSTEM_PROMPT,
+        out, checkpoints / fingerprint, curve_path=curve, tools_in_prompt=model.tool_schemas,
+        log_fn=lambda metrics, step: mlflow.log_metrics(metrics, step=step),
+    )
+
+
+@task
+def play_policy(infer: InferParams, qa: QAParams, model: ModelParams, policy: str, corpus: Path, questions: list[Question], model_dir: Path | None) -> list[dict]:
+    from star.agent.policy import play_tasks
+    from star.agent.rollout import RolloutLimits
+    from star.qa.env import NaiveRAGEnv, QAEnv
+    from star.qa.expert import QAExpert, run_episode, trajectory_row
+
+    tools = _tools(qa, corpus)
+    if policy == "qa_teacher":  # the reference: the expert without deliberate mistakes
+        return [run_episode(QAExpert(0.0), tools, q, 0, seed=qa.teacher.seed, max_turns=qa.max_turns) for q in questions]
+
+    def make_env(question: Question, seed: int):
+        return NaiveRAGEnv(tools) if policy == "naive_rag" else QAEnv(tools, max_turns=qa.max_turns)
+
+    backend, tokenizer = load_policy(infer, model_dir)
+    limits = RolloutLimits(max_turns=min(infer.max_turns, qa.max_turns), max_new_tokens=infer.max_new_tokens, max_total_tokens=infer.max_total_tokens)
+    # base_tool_call: the model's native function calling, its tools' JSON schemas in the prompt.
+    schemas = model.tool_schemas or policy == "base_tool_call"
+    played = play_tasks(backend, tokenizer, make_env, questions, limits, batch_size=infer.batch_size, seed=infer.seed, tools_in_prompt=schemas)
+    return [trajectory_row(env, q, policy, 0) for q, env, _ in played]
+
+
+@flow(name="qa_infer")
+def qa_infer_flow(
+    infer: InferParams, qa: QAParams, model: ModelParams, policy: str, corpus: Path, questions: Path, model_dir: Path | None, out: Path, report: Path
+) -> dict[str, float]:
+    """Play the policy on the questions, then score it: EM/F1 are cheap, so one stage does both."""
+    from star.qa.evaluate import aggregate
+
+    rows = play_policy(infer, qa, model, policy, corpus, load_questions(questions), model_dir)
+    metrics = save_rows(rows, out)
+    summary = aggregate(rows)
+    flat = {k: v for k, v in summary.items() if isinstance(v, (int, float))}
+    write_json(report / "summary.json", summary)
+    write_json(report / "metrics.json", flat)
+    return {**metrics, **flat}

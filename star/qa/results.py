@@ -1,0 +1,71 @@
+"""QA results side by side: the trained agent, the baselines, the expert, and the
+travel agent out of its domain (the alignment tax)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from star.io import atomic_path
+
+ROLES = {
+    "qa_teacher": "expert (reference)",
+    "qa_grpo": "QA agent, GRPO",
+    "qa_sft": "QA agent, SFT",
+    "naive_rag": "baseline: Naive RAG",
+    "base_tool_call": "baseline: Base Tool Call",
+    "qa_base": "QA agent, untrained",
+    "travel_base": "travel agent, untrained",
+    "travel_sft": "travel agent, SFT",
+    "travel_grpo": "travel agent, GRPO",
+}
+
+
+def ordered(results: dict[str, dict[str, float]]) -> list[str]:
+    order = list(ROLES)
+    return sorted(results, key=lambda p: (order.index(p) if p in order else len(order), p))
+
+
+def alignment_tax(results: dict[str, dict[str, float]]) -> dict[str, float]:
+    """QA exact match lost by the travel agent as its travel training grows (untrained minus trained)."""
+    base = results.get("travel_base", {}).get("em")
+    if base is None:
+        return {}
+    return {f"alignment_tax_{p}": base - results[f"travel_{p}"]["em"] for p in ("sft", "grpo") if f"travel_{p}" in results}
+
+
+def markdown_table(results: dict[str, dict[str, float]]) -> str:
+    hops = sorted({k.split("/")[0] for m in results.values() for k in m if k.endswith("hop/em")})
+    lines = ["| policy | role | EM | F1 | " + " | ".join(f"{h} EM" for h in hops) + " |", "|---|---|---:|---:|" + "---:|" * len(hops)]
+    for policy in ordered(results):
+        m = results[policy]
+        cells = [f"{100 * m.get('em', 0):.1f}%", f"{100 * m.get('f1', 0):.1f}%"] + [f"{100 * m[f'{h}/em']:.1f}%" if f"{h}/em" in m else "-" for h in hops]
+        lines.append(f"| {policy} | {ROLES.get(policy, '')} | " + " | ".join(cells) + " |")
+    tax = alignment_tax(results)
+    if tax:
+        lines.append("")
+        lines.append("Alignment tax (QA EM of the untrained travel agent minus the trained one): " + ", ".join(f"{k.removeprefix('alignment_tax_')} {100 * v:+.1f} points" for k, v in tax.items()))
+    return "\n".join(lines) + "\n"
+
+
+def plot_em(results: dict[str, dict[str, float]], path: str | Path) -> None:
+    """Bars: EM and F1 for each policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    policies = ordered(results)
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    xs = range(len(policies))
+    for offset, metric in ((-0.2, "em"), (0.2, "f1")):
+        bars = ax.bar([x + offset for x in xs], [100 * results[p].get(metric, 0) for p in policies], 0.4, label=metric.upper())
+        ax.bar_label(bars, fmt="%.0f", fontsize=7)
+    ax.set_xticks(list(xs), policies, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("%")
+    ax.set_ylim(0, 105)
+    ax.set_title("Multi-hop QA on the held-out questions")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=120)
+    plt.close(fig)
