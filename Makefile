@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup repro test bench micro ablate
+.PHONY: setup repro test bench micro ablate report
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -29,3 +29,7 @@ micro: setup
 # A paper ablation as a DVC experiment queue: make ablate GRID=reward [PROFILE=params.micro.yaml] [JOBS=2]
 ablate: setup
 	python -m flows.serve python -m stages.ablate $(GRID) $(if $(PROFILE),--profile $(PROFILE)) --jobs $(or $(JOBS),1)
+
+# Every pipeline run in the MLflow store compared: reports/compare/report.md and plots
+report: setup
+	python -m star.report --out reports/compare

@@ -1,9 +1,13 @@
+import json
 from pathlib import Path
 
 from flows.results import results_flow
-from stages.common import run_stage
+from stages.common import PARAMS_FILE, run_stage
+from star.config import read_yaml
+from star.tracking import log_pipeline_summary
 
 POLICIES = ["base", "sft", "grpo", "teacher"]
+QA_POLICIES = ["qa_base", "qa_sft", "qa_grpo", "naive_rag", "base_tool_call", "travel_base", "travel_sft", "travel_grpo", "qa_teacher"]
 
 if __name__ == "__main__":
     reports = Path("reports")
@@ -11,7 +15,12 @@ if __name__ == "__main__":
         "results",
         [],
         results_flow,
-        artifacts=[reports / "results.json", reports / "results.md", reports / "pass_rates.png"],
+        artifacts=[reports / "results.json", reports / "results.md", reports / "pass_rates.png", reports / "qa_em.png"],
         reports=reports,
         policies=POLICIES,
+        qa_policies=QA_POLICIES,
     )
+    # The parent run carries the whole configuration and the final metrics, for MLflow's compare view.
+    results = json.loads((reports / "results.json").read_text())
+    finals = {**results["travel"], **results["qa"]}
+    log_pipeline_summary(Path.cwd(), read_yaml(PARAMS_FILE), finals)

@@ -21,8 +21,14 @@ from filelock import FileLock
 EXPERIMENT = "star"
 
 
+def store_root(root: Path) -> Path:
+    """Where the MLflow store and its lock live: the repository, even when DVC runs
+    a queued experiment in a temporary copy of it (DVC_ROOT names the repository)."""
+    return Path(os.environ.get("DVC_ROOT") or root)
+
+
 def tracking_uri(root: Path) -> str:
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(root / 'mlflow.db').resolve()}"
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(store_root(root) / 'mlflow.db').resolve()}"
 
 
 def git_commit(root: Path) -> str:
@@ -73,12 +79,12 @@ def _parent_run(root: Path, uri: str, tags: dict[str, str]) -> tuple[Any, str, s
     """
     import mlflow  # slow to import; only stages need it
 
-    with FileLock(str(root / ".mlflow.lock")):
+    with FileLock(str(store_root(root) / ".mlflow.lock")):
         # A client opens (and, the first time, creates) the store.
         client = mlflow.MlflowClient(uri)
         experiment = client.get_experiment_by_name(EXPERIMENT)
         if experiment is None:
-            location = None if os.environ.get("MLFLOW_TRACKING_URI") else (root / "mlartifacts").resolve().as_uri()
+            location = None if os.environ.get("MLFLOW_TRACKING_URI") else (store_root(root) / "mlartifacts").resolve().as_uri()
             experiment_id = client.create_experiment(EXPERIMENT, artifact_location=location)
         else:
             experiment_id = experiment.experiment_id
@@ -167,7 +173,7 @@ def log_pipeline_summary(
     wanted = param_values(params)
     flat_metrics = _flat_metrics(metrics)
     # The lock makes read-then-log atomic against another summary of the same parent.
-    with FileLock(str(root / ".mlflow.lock")):
+    with FileLock(str(store_root(root) / ".mlflow.lock")):
         existing = client.get_run(parent_id).data.params
         new = {k: v for k, v in wanted.items() if k not in existing}
         conflicts = {k: (existing[k], v) for k, v in wanted.items() if k in existing and existing[k] != v}

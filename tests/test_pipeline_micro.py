@@ -12,8 +12,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 POLICIES = ("base", "sft", "grpo", "teacher")
-STAGES = {"world", "synthesize", "distill", "base", "filter", "sft", "grpo", "results", "infer_teacher"}
+STAGES = {"world", "synthesize", "distill", "base", "filter", "sft", "grpo", "results", "report", "infer_teacher"}
 STAGES |= {f"{kind}@{p}" for kind in ("format", "evaluate") for p in POLICIES} | {f"infer@{p}" for p in ("base", "sft", "grpo")}
+QA_POLICIES = ("qa_base", "qa_sft", "qa_grpo", "naive_rag", "base_tool_call", "travel_base", "travel_sft", "travel_grpo", "qa_teacher")
+STAGES |= {f"qa_{s}" for s in ("world", "synthesize", "distill", "base", "filter", "sft", "grpo", "infer_teacher")}
+STAGES |= {f"qa_infer@{p}" for p in QA_POLICIES if p != "qa_teacher"}
 
 
 def sh(cmd: str, cwd: Path, timeout: int = 1500) -> str:
@@ -57,7 +60,8 @@ def test_micro_pipeline_end_to_end(repo):
         assert (repo / path).stat().st_size > 0, path
     for model in ("base", "sft", "grpo"):
         assert (repo / "models" / model / "config.json").exists(), model
-    results = json.loads((repo / "reports/results.json").read_text())
+    everything = json.loads((repo / "reports/results.json").read_text())
+    results = everything["travel"]
     assert set(results) == set(POLICIES)
     for policy in POLICIES:
         rows = (repo / f"data/infer/{policy}/trajectories.jsonl").read_text().splitlines()
@@ -72,11 +76,29 @@ def test_micro_pipeline_end_to_end(repo):
     assert (repo / "reports/pass_rates.png").stat().st_size > 1000
     assert "| **final pass** |" in (repo / "reports/results.md").read_text()
 
+    # The QA domain, its baselines and the travel agent out of its domain, on the same 12 questions.
+    qa = everything["qa"]
+    assert set(qa) == set(QA_POLICIES)
+    for policy in QA_POLICIES:
+        rows = (repo / f"data/qa/infer/{policy}/trajectories.jsonl").read_text().splitlines()
+        assert len(rows) == 12, policy
+        assert 0.0 <= qa[policy]["em"] <= qa[policy]["f1"] <= 1.0
+    assert qa["qa_teacher"]["em"] == 1.0
+    assert "alignment_tax_grpo" in everything
+    assert "| naive_rag | baseline: Naive RAG |" in (repo / "reports/results.md").read_text()
+    assert (repo / "reports/qa_em.png").stat().st_size > 1000
+    # The comparison report, from the MLflow store.
+    assert "| run |" in (repo / "reports/compare/report.md").read_text()
+    for curve in ("sft", "grpo", "qa_sft", "qa_grpo"):
+        assert (repo / f"reports/train/{curve}.csv").read_text().startswith("step,"), curve
+
     all_runs = runs(repo)
     stages = [r for r in all_runs if r.data.tags.get("star.role") == "stage"]
     parents = [r for r in all_runs if r.data.tags.get("star.role") == "pipeline"]
     assert len(parents) == 1 and parents[0].data.tags["star.pipeline"] == parents[0].data.tags["dvc.exp_name"]
     assert {r.data.tags["star.stage"] for r in stages} == STAGES
+    # The parent carries the configuration and the final metrics, for MLflow's compare view.
+    assert parents[0].data.params["grpo.reward"] == "SUM" and "sft/final_pass_rate" in parents[0].data.metrics
     assert all(r.info.status == "FINISHED" and r.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for r in stages)
     grpo = next(r for r in stages if r.data.tags["star.stage"] == "grpo")
     assert grpo.data.params["grpo.reward"] == "SUM" and grpo.data.metrics["steps"] == 2
@@ -96,3 +118,41 @@ def test_changing_the_reward_reruns_only_grpo_and_after(repo):
     assert not ran & {"world", "synthesize", "distill", "base", "filter", "sft", "infer@sft", "infer@base", "infer_teacher"}
     grpo_runs = [r for r in runs(repo) if r.data.tags.get("star.stage") == "grpo"]
     assert sorted(r.data.params["grpo.reward"] for r in grpo_runs) == ["SUCCESS", "SUM"]
+
+
+def test_reverting_restores_from_the_run_cache(repo):
+    out = micro(repo, "-S grpo.reward=SUM")
+    assert "Stage 'grpo' is cached - skipping run, checking out outputs" in out
+    assert "Running stage 'grpo'" not in out
+    grpo_runs = [r for r in runs(repo) if r.data.tags.get("star.stage") == "grpo"]
+    assert len(grpo_runs) == 2  # nothing was trained again
+
+
+@pytest.mark.parametrize(
+    "key, value, stages",
+    [
+        ("grpo.reward", "MACRO", {"grpo"}),
+        ("env.fault_rate", 0.3, {"grpo", "qa_grpo"}),
+        ("qa.reward.outcome", "em", {"qa_grpo"}),
+        ("filter.size", 20, {"filter"}),
+        ("sft.learning_rate", 0.001, {"sft", "qa_sft"}),
+        ("infer.max_turns", 3, {f"infer@{p}" for p in ("base", "sft", "grpo")} | {f"qa_infer@{p}" for p in QA_POLICIES if p != "qa_teacher"}),
+    ],
+)
+def test_a_param_change_touches_only_the_stages_that_read_it(repo, key, value, stages):
+    import yaml
+
+    original = (repo / "params.yaml").read_text()
+    assert json.loads(sh("dvc status --json", repo)) == {}
+    params = yaml.safe_load(original)
+    *path, last = key.split(".")
+    section = params
+    for part in path:
+        section = section[part]
+    section[last] = value
+    try:
+        (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        # DVC lists the stages whose own params changed; what follows them re-runs once their outputs change.
+        assert set(json.loads(sh("dvc status --json", repo))) == stages
+    finally:
+        (repo / "params.yaml").write_text(original)
