@@ -263,3 +263,14 @@ def test_concurrent_pipelines_share_one_store(tmp_path):
     runs = load_runs(f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert sorted(r.name for r in runs) == ["exp-a", "exp-b"]
     assert all(r.params == {"run.name": r.name} for r in runs)
+
+
+def test_a_queued_experiment_logs_to_the_repository_store(tmp_path, monkeypatch):
+    from star.tracking import tracking_uri
+
+    copy = tmp_path / ".dvc" / "tmp" / "exps" / "tmpabc"  # where DVC runs a queued experiment
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    assert tracking_uri(copy) == f"sqlite:///{(copy / 'mlflow.db').resolve()}"
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
+    assert tracking_uri(copy) == f"sqlite:///{(tmp_path / 'mlflow.db').resolve()}"
