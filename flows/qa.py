@@ -23,7 +23,7 @@ from flows.tasks import task
 from star.config import EnvParams, GRPOStageParams, InferParams, ModelParams, QAParams
 from star.io import atomic_dir, read_jsonl, write_json
 from star.models.base import model_source
-from star.qa.data import Question, load_passages, load_questions, save_passages, save_questions
+from star.qa.data import Question, load_questions, save_passages, save_questions
 from star.qa.search import QATools, SearchIndex
 
 SPLITS = ("train", "validation", "test")

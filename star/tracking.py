@@ -43,12 +43,12 @@ def file_hash(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:12] if path.exists() else "none"
 
 
-def flatten(params: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten(params: dict[str, Any], prefix: str = "", sep: str = ".") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for key, value in params.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
-            flat.update(flatten(value, f"{name}."))
+            flat.update(flatten(value, f"{name}{sep}", sep))
         else:
             flat[name] = value
     return flat
@@ -130,15 +130,9 @@ def stage_run(stage: str, params: dict[str, Any], root: Path, params_file: str =
 CONFLICT_TAG = "star.param_conflict."
 
 
-def _flat_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, float]:
-    flat: dict[str, float] = {}
-    for key, value in metrics.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(_flat_metrics(value, f"{name}/"))
-        elif isinstance(value, (int, float)):  # bools are ints: logged as 0/1
-            flat[name] = float(value)
-    return flat
+def _flat_metrics(metrics: dict[str, Any]) -> dict[str, float]:
+    # bools are ints: logged as 0/1
+    return {k: float(v) for k, v in flatten(metrics, sep="/").items() if isinstance(v, (int, float))}
 
 
 def log_pipeline_summary(

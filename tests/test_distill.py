@@ -1,6 +1,5 @@
 import json
 from collections import Counter
-from functools import partial
 
 import pytest
 

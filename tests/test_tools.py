@@ -1,6 +1,5 @@
 """Tools on the real TravelPlanner DB, checked against rows read by hand from the CSVs."""
 
-import time
 
 import pytest
 

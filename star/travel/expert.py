@@ -190,7 +190,6 @@ class Expert:
 
     def answer(self, query: Query, know: Knowledge, rng: random.Random) -> Answer:
         people = query.people_number
-        k = len(know.cities)
         if any(opt is None for _, opt in know.legs):
             return self._give_up(query, "no way to travel one of the legs")
         modes = {m for m, _ in know.legs}
