@@ -19,9 +19,21 @@ def flat(data: dict, prefix: str = "") -> dict[str, object]:
     return out
 
 
+def override(value: object) -> str:
+    """A value in DVC's (Hydra's) override grammar, without spaces or quotes, so it
+    survives both a shell's word splitting and being passed as one argument."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{override(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(override(v) for v in value) + "]"
+    if isinstance(value, str) and value and all(c.isalnum() or c in "._-/" for c in value):
+        return value
+    return json.dumps(value)
+
+
 def set_flags(values: dict[str, object]) -> list[str]:
-    # JSON is YAML, and one -S per key keeps a mapping's commas from splitting it.
-    return [f"{key}={json.dumps(value, separators=(',', ':'))}" for key, value in values.items()]
+    # One -S per key keeps a mapping's commas from splitting it into a grid.
+    return [f"{key}={override(value)}" for key, value in values.items()]
 
 
 if __name__ == "__main__":

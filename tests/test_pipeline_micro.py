@@ -2,6 +2,7 @@
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -41,7 +42,8 @@ def repo(tmp_path_factory) -> Path:
 
 
 def micro(repo: Path, extra: str = "") -> str:
-    flags = sh(f"{sys.executable} -m stages.profile params.micro.yaml", repo).strip()
+    # As `make micro` passes them: the profile's flags, split on spaces, each one argument.
+    flags = shlex.join(sh(f"{sys.executable} -m stages.profile params.micro.yaml", repo).split())
     return sh(f"{sys.executable} -m flows.serve dvc exp run {flags} {extra}", repo)
 
 
