@@ -3,7 +3,7 @@ from pathlib import Path
 
 from flows.results import results_flow
 from stages.common import PARAMS_FILE, run_stage
-from star.config import read_yaml
+from star.config import SECTIONS, load_params
 from star.tracking import log_pipeline_summary
 
 POLICIES = ["base", "sft", "grpo", "teacher"]
@@ -23,4 +23,6 @@ if __name__ == "__main__":
     # The parent run carries the whole configuration and the final metrics, for MLflow's compare view.
     results = json.loads((reports / "results.json").read_text())
     finals = {**results["travel"], **results["qa"]}
-    log_pipeline_summary(Path.cwd(), read_yaml(PARAMS_FILE), finals)
+    # Validated like the stages' own params, so the same value is the same string everywhere.
+    params = {name: section.model_dump(mode="json") for name, section in load_params(PARAMS_FILE, list(SECTIONS)).items()}
+    log_pipeline_summary(Path.cwd(), params, finals)

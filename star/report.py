@@ -43,13 +43,14 @@ LEVELS = ("easy", "medium", "hard")
 METRICS = ("final_pass_rate", "delivery_rate", "commonsense_micro", "commonsense_macro", "hard_micro", "hard_macro")
 TRAIN_STAGES = ("sft", "grpo")
 CURVES = ("rollout/reward", "rollout/success")
-# policies listed first; `teacher` and `base` are references, shown only when asked for
-# (or when nothing else was evaluated)
-POLICY_ORDER = ("grpo", "sft", "base", "teacher")
-REFERENCES = ("base", "teacher")
+# the trained policies of both domains, shown by default; the others (base, teacher,
+# baselines, the travel agent on QA) when asked for, or when nothing else was evaluated
+POLICY_ORDER = ("grpo", "sft", "qa_grpo", "qa_sft", "base", "teacher")
+TRAINED = ("grpo", "sft", "qa_grpo", "qa_sft")
 # params whose effect on the final pass rate gets its own plot when they vary
 SWEEP_PARAMS = ("filter.size", "env.fault_rate")
-NOT_COMPARED = ("n",)  # counts, not results
+# QA columns besides EM and F1: exact match per hop count
+_QA_KEY = re.compile(r"^(em|f1|\d+hop/em)$")
 _LEVEL_KEY = re.compile(rf"^({'|'.join(LEVELS)})_(.+)$")
 
 
@@ -250,17 +251,16 @@ def _policies(runs: Sequence[PipelineRun], policies: Sequence[str] | None) -> li
     if policies is not None:
         return [p for p in policies if p in present]
     order = sorted(present, key=lambda p: (POLICY_ORDER.index(p) if p in POLICY_ORDER else len(POLICY_ORDER), p))
-    chosen = [p for p in order if p not in REFERENCES]
+    chosen = [p for p in order if p in TRAINED]
     return chosen or order
 
 
 def _metric_columns(runs: Sequence[PipelineRun], policy: str) -> list[str]:
-    """Headline metrics, then final pass per level, then any other metric (em, f1, 2hop/em ...)."""
+    """Headline metrics, then final pass per level, then QA exact match and F1 (em, f1, 2hop/em ...)."""
     keys = {k for r in runs for k in r.finals.get(policy, {})}
     level_keys = [f"{level}/final_pass_rate" for level in LEVELS]
     known = [k for k in (*METRICS, *level_keys) if k in keys]
-    levels = tuple(f"{level}/" for level in LEVELS)
-    others = sorted(k for k in keys if k not in known and k not in NOT_COMPARED and not k.startswith(levels))
+    others = sorted(k for k in keys if k not in known and _QA_KEY.match(k))
     return known + others
 
 
@@ -279,11 +279,11 @@ def comparison_table(
     runs: Sequence[PipelineRun], policies: Sequence[str] | None = None, params: Sequence[str] | None = None
 ) -> pl.DataFrame:
     """One row per run: `run`, each varying param (or `params`), then per policy
-    `<policy>/<metric>` (headline metrics, final pass per level, any other metric),
+    `<policy>/<metric>` (headline metrics, final pass per level, QA em, f1, per-hop em),
     then `sft_minutes`, `grpo_minutes` and `grpo_seconds_per_step` when logged.
 
-    `policies` defaults to every evaluated policy but the references `base` and
-    `teacher` (all of them when only references were evaluated).
+    `policies` defaults to the trained policies (grpo, sft, qa_grpo, qa_sft), or every
+    evaluated policy when none of those was.
     """
     params = list(varying_params(runs) if params is None else params)
     columns: dict[str, pl.Series] = {"run": pl.Series([r.name for r in runs], dtype=pl.Utf8)}
@@ -509,7 +509,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("reports/compare"))
     parser.add_argument("--filter", default=None, help="MLflow filter on the parent runs, ANDed with tags.star.role = 'pipeline'")
     parser.add_argument("--where", action="append", default=[], metavar="PARAM=VALUE", help="keep runs with this param value")
-    parser.add_argument("--policy", action="append", default=None, help="policies to show (repeat); default: all but base and teacher")
+    parser.add_argument("--policy", action="append", default=None, help="policies to show (repeat); default: the trained ones (grpo, sft, qa_grpo, qa_sft)")
     args = parser.parse_args(argv)
     try:
         where = _pairs(args.where)
