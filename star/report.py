@@ -36,6 +36,7 @@ import polars as pl
 from pydantic import BaseModel, Field
 
 from star.io import atomic_path, write_json, write_text
+from star.plots import pyplot, save_png
 
 EXPERIMENT = "star"
 LEVELS = ("easy", "medium", "hard")
@@ -329,27 +330,12 @@ def markdown(table: pl.DataFrame) -> str:
 # ---------------------------------------------------------------- plots
 
 
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig: Any, path: Path) -> None:
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    _pyplot().close(fig)
-
-
 def plot_pass_rates(runs: Sequence[PipelineRun], path: str | Path, policies: Sequence[str] | None = None) -> bool:
     """Grouped bars of final pass rate, overall and per level, one bar per run; one panel per policy."""
     chosen = [p for p in _policies(runs, policies) if any("final_pass_rate" in r.finals.get(p, {}) for r in runs)]
     if not chosen:
         return False
-    plt = _pyplot()
+    plt = pyplot()
     scopes = ["overall", *LEVELS]
     width = 0.8 / max(len(runs), 1)
     fig, axes = plt.subplots(len(chosen), 1, figsize=(max(7, 1.2 * len(runs) + 4), 3.2 * len(chosen)), squeeze=False)
@@ -365,7 +351,7 @@ def plot_pass_rates(runs: Sequence[PipelineRun], path: str | Path, policies: Seq
         ax.set_title(f"{policy}: final pass rate by level")
         ax.legend(fontsize=7)
     fig.tight_layout()
-    _save(fig, Path(path))
+    save_png(fig, Path(path))
     return True
 
 
@@ -373,7 +359,7 @@ def plot_curves(runs: Sequence[PipelineRun], path: str | Path, keys: Sequence[st
     """GRPO step curves of every run overlaid, one panel per key (reward, success)."""
     if not any(k in r.curves for r in runs for k in keys):
         return False
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib.ticker import MaxNLocator
 
     fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 3.5), squeeze=False)
@@ -386,7 +372,7 @@ def plot_curves(runs: Sequence[PipelineRun], path: str | Path, keys: Sequence[st
         ax.set_title(key)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    _save(fig, Path(path))
+    save_png(fig, Path(path))
     return True
 
 
@@ -406,7 +392,7 @@ def plot_against(runs: Sequence[PipelineRun], param: str, path: str | Path, poli
         return False
     points.sort(key=lambda p: p[0])
     others = [k for k in varying_params(runs) if k != param]
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 3.8))
     drawn = False
     for policy in _policies(runs, policies):
@@ -427,7 +413,7 @@ def plot_against(runs: Sequence[PipelineRun], param: str, path: str | Path, poli
     ax.set_title(f"final pass rate against {param}")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    _save(fig, Path(path))
+    save_png(fig, Path(path))
     return True
 
 

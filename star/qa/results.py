@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from star.io import atomic_path
+from star.plots import pyplot, save_png
 
 ROLES = {
     "qa_teacher": "expert (reference)",
@@ -49,11 +49,7 @@ def markdown_table(results: dict[str, dict[str, float]]) -> str:
 
 def plot_em(results: dict[str, dict[str, float]], path: str | Path) -> None:
     """Bars: EM and F1 for each policy."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     policies = ordered(results)
     fig, ax = plt.subplots(figsize=(8, 3.5))
     xs = range(len(policies))
@@ -66,6 +62,4 @@ def plot_em(results: dict[str, dict[str, float]], path: str | Path) -> None:
     ax.set_title("Multi-hop QA on the held-out questions")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=120)
-    plt.close(fig)
+    save_png(fig, path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from star.io import atomic_path
+from star.plots import pyplot, save_png
 from star.travel.evaluate import METRICS
 
 # teacher is the upper reference, base the lower one
@@ -52,11 +52,7 @@ def markdown_table(results: dict[str, dict[str, float]]) -> str:
 
 def plot_pass_rates(results: dict[str, dict[str, float]], path: str | Path) -> None:
     """Grouped bars: final pass rate per level (and overall) for each policy."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     policies = ordered(results)
     scopes = ["overall", *LEVELS]
     width = 0.8 / max(len(policies), 1)
@@ -71,6 +67,4 @@ def plot_pass_rates(results: dict[str, dict[str, float]], path: str | Path) -> N
     ax.set_title("TravelPlanner final pass rate by level")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=120)
-    plt.close(fig)
+    save_png(fig, path)
