@@ -34,7 +34,9 @@ Algorithms:
 from __future__ import annotations
 
 import math
+import os
 import random
+import shutil
 import statistics
 from collections import defaultdict
 from collections.abc import Callable
@@ -303,9 +305,6 @@ def train_grpo(
     judges a finished episode (its "reward" key trains), `text_of(task)` is the
     task's first user message. `log_fn(metrics, step)` gets every step's logs.
     """
-    import os
-    import shutil
-
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     import torch
     from datasets import Dataset
