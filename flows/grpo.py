@@ -9,7 +9,7 @@ from prefect import flow
 
 from flows.tasks import task
 from star.config import EnvParams, GRPOStageParams, ModelParams
-from star.io import read_jsonl
+from star.io import content_digest, read_jsonl
 from star.models.base import model_source
 from star.travel.query import Query
 from star.travel.sandbox import Sandbox
@@ -31,8 +31,8 @@ def reinforce(grpo: GRPOStageParams, env: EnvParams, model: ModelParams, world: 
     def make_env(query: Query, seed: int) -> TravelEnv:
         return TravelEnv(tools, max_turns=grpo.max_turns, fault_rate=env.fault_rate, seed=seed + query.idx)
 
-    # A checkpoint only resumes the same run: same params and training queries.
-    fingerprint = hashlib.sha256((grpo.model_dump_json() + env.model_dump_json()).encode() + queries.read_bytes()).hexdigest()[:12]
+    # A checkpoint only resumes the same run: same params, training queries and SFT model.
+    fingerprint = hashlib.sha256((grpo.model_dump_json() + env.model_dump_json() + model.model_dump_json() + content_digest(queries, sft)).encode()).hexdigest()[:12]
     return train_grpo(
         grpo, model_source(sft), query_list, lambda q: q.query, make_env, Scorer(index_for(sandbox), grpo), SYSTEM_PROMPT,
         out, checkpoints / fingerprint, curve_path=curve, tools_in_prompt=model.tool_schemas,

@@ -21,7 +21,7 @@ from tqdm import tqdm
 from flows.infer import load_policy, save_rows
 from flows.tasks import task
 from star.config import EnvParams, GRPOStageParams, InferParams, ModelParams, QAParams
-from star.io import atomic_dir, read_jsonl, write_json
+from star.io import atomic_dir, content_digest, read_jsonl, write_json
 from star.models.base import model_source
 from star.qa.data import Question, load_questions, save_passages, save_questions
 from star.qa.search import QATools, SearchIndex
@@ -185,7 +185,7 @@ def qa_grpo_flow(
     def score(question: Question, qa_env: QAEnv, step: int) -> dict[str, float]:
         return score_episode(question, qa_env, qa.reward)
 
-    fingerprint = hashlib.sha256((grpo.model_dump_json() + env.model_dump_json() + qa.model_dump_json()).encode() + questions.read_bytes()).hexdigest()[:12]
+    fingerprint = hashlib.sha256((grpo.model_dump_json() + env.model_dump_json() + qa.model_dump_json() + model.model_dump_json() + content_digest(questions, sft)).encode()).hexdigest()[:12]
     return train_grpo(
         grpo, model_source(sft), tasks, lambda q: q.question, make_env, score, QA_SYSTEM_PROMPT,
         out, checkpoints / fingerprint, curve_path=curve, tools_in_prompt=model.tool_schemas,

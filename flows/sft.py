@@ -10,7 +10,7 @@ from prefect import flow
 
 from flows.tasks import task
 from star.config import ModelParams, SFTStageParams
-from star.io import read_jsonl
+from star.io import content_digest, read_jsonl
 from star.models.base import model_source
 
 
@@ -22,7 +22,7 @@ def fine_tune(sft: SFTStageParams, model: ModelParams, data: Path, base: Path, o
 
     rows = read_jsonl(data)
     # A checkpoint only resumes the same run: same params, data and base model.
-    fingerprint = hashlib.sha256((sft.model_dump_json() + model.model_dump_json()).encode() + data.read_bytes()).hexdigest()[:12]
+    fingerprint = hashlib.sha256((sft.model_dump_json() + model.model_dump_json() + content_digest(data, base)).encode()).hexdigest()[:12]
     checkpoints = checkpoints / fingerprint
     if not model.tool_schemas:
         # the system prompt lists the tools; schemas would only cost tokens

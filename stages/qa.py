@@ -34,7 +34,7 @@ if __name__ == "__main__":
         run_stage("qa_filter", ["qa", "model"], qa.qa_filter_flow, trajectories=Path("data/qa/trajectories"), base=Path(MODELS["qa_base"]), out=Path("data/qa/sft"))
     elif stage == "sft":
         run_stage(
-            "qa_sft", ["sft", "model"], sft_flow, data=Path("data/qa/sft/train.jsonl"), base=Path(MODELS["qa_base"]),
+            "qa_sft", ["sft", "model"], sft_flow, data=Path("data/qa/sft/train.jsonl"), base=Path("models/qa/copy"),
             out=Path(MODELS["qa_sft"]), checkpoints=Path("models/.checkpoints/qa_sft"), curve=Path("reports/train/qa_sft.csv"),
         )
     elif stage == "grpo":

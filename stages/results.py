@@ -19,6 +19,11 @@ if __name__ == "__main__":
         reports=reports,
         policies=POLICIES,
         qa_policies=QA_POLICIES,
+        comparisons={
+            "travel grpo - sft final_pass": ("travel", reports / "grpo/rows.jsonl", reports / "sft/rows.jsonl"),
+            "travel sft - base final_pass": ("travel", reports / "sft/rows.jsonl", reports / "base/rows.jsonl"),
+            "qa grpo - sft em": ("qa", Path("data/qa/infer/qa_grpo/trajectories.jsonl"), Path("data/qa/infer/qa_sft/trajectories.jsonl")),
+        },
     )
     # The parent run carries the whole configuration and the final metrics, for MLflow's compare view.
     results = json.loads((reports / "results.json").read_text())

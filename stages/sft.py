@@ -9,7 +9,7 @@ if __name__ == "__main__":
         ["sft", "model"],
         sft_flow,
         data=Path("data/sft/train.jsonl"),
-        base=Path("models/base"),
+        base=Path("models/copy"),
         out=Path("models/sft"),
         # checkpoints live outside the stage output, so an interrupted run resumes
         checkpoints=Path("models/.checkpoints/sft"),

@@ -17,6 +17,7 @@ from star.models.tiny import BUILTIN_TINY, TinySpec
 from star.qa.rewards import QARewardParams
 from star.qa.synthesize import QuestionSpec
 from star.qa.world import QAWorldSpec
+from star.train.copy_pretrain import CopySpec
 from star.train.grpo import GRPOParams
 from star.train.sft import SFTParams
 from star.travel.paraphrase import ParaphraseSpec
@@ -179,6 +180,10 @@ class QAParams(Section):
         return self
 
 
+class CopyPretrainParams(CopySpec):
+    """Copy pretraining of the built-in model before SFT, so it copies names and dates from its context."""
+
+
 class SFTStageParams(SFTParams):
     """Supervised fine-tuning on the filtered trajectories (TRL SFTTrainer)."""
 
@@ -188,6 +193,7 @@ class GRPOStageParams(GRPOParams):
 
 
 SECTIONS: dict[str, type[Section]] = {
+    "copy_pretrain": CopyPretrainParams,
     "sft": SFTStageParams,
     "grpo": GRPOStageParams,
     "infer": InferParams,

@@ -77,3 +77,16 @@ def write_jsonl(path: str | Path, rows: Iterable[Any]) -> None:
 def read_jsonl(path: str | Path) -> list[Any]:
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def content_digest(*paths: str | Path) -> str:
+    """A hash of the bytes of every file under `paths` (files or directories), names included."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for root in map(Path, paths):
+        files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
+        for f in files:
+            digest.update(str(f.relative_to(root) if root.is_dir() else f.name).encode() + b"\0")
+            digest.update(f.read_bytes())
+    return digest.hexdigest()

@@ -13,10 +13,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 POLICIES = ("base", "sft", "grpo", "teacher")
-STAGES = {"world", "synthesize", "distill", "base", "filter", "sft", "grpo", "results", "report", "infer_teacher"}
+STAGES = {"world", "synthesize", "distill", "base", "copy", "filter", "sft", "grpo", "results", "report", "infer_teacher"}
 STAGES |= {f"{kind}@{p}" for kind in ("format", "evaluate") for p in POLICIES} | {f"infer@{p}" for p in ("base", "sft", "grpo")}
 QA_POLICIES = ("qa_base", "qa_sft", "qa_grpo", "naive_rag", "base_tool_call", "travel_base", "travel_sft", "travel_grpo", "qa_teacher")
-STAGES |= {f"qa_{s}" for s in ("world", "synthesize", "distill", "base", "filter", "sft", "grpo", "infer_teacher")}
+STAGES |= {f"qa_{s}" for s in ("world", "synthesize", "distill", "base", "copy", "filter", "sft", "grpo", "infer_teacher")}
 STAGES |= {f"qa_infer@{p}" for p in QA_POLICIES if p != "qa_teacher"}
 
 
@@ -117,7 +117,7 @@ def test_changing_the_reward_reruns_only_grpo_and_after(repo):
     ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage '")}
     assert "grpo" in ran
     # Nothing upstream runs; what follows runs only if the model changed (DVC compares hashes).
-    assert not ran & {"world", "synthesize", "distill", "base", "filter", "sft", "infer@sft", "infer@base", "infer_teacher"}
+    assert not ran & {"world", "synthesize", "distill", "base", "copy", "filter", "sft", "infer@sft", "infer@base", "infer_teacher"}
     grpo_runs = [r for r in runs(repo) if r.data.tags.get("star.stage") == "grpo"]
     assert sorted(r.data.params["grpo.reward"] for r in grpo_runs) == ["SUCCESS", "SUM"]
 
@@ -137,6 +137,7 @@ def test_reverting_restores_from_the_run_cache(repo):
         ("env.fault_rate", 0.3, {"grpo", "qa_grpo"}),
         ("qa.reward.outcome", "em", {"qa_grpo"}),
         ("filter.size", 20, {"filter"}),
+        ("copy_pretrain.learning_rate", 0.001, {"copy", "qa_copy"}),
         ("sft.learning_rate", 0.001, {"sft", "qa_sft"}),
         ("infer.max_turns", 3, {f"infer@{p}" for p in ("base", "sft", "grpo")} | {f"qa_infer@{p}" for p in QA_POLICIES if p != "qa_teacher"}),
     ],

@@ -63,3 +63,10 @@ def plot_em(results: dict[str, dict[str, float]], path: str | Path) -> None:
     ax.legend(fontsize=8)
     fig.tight_layout()
     save_png(fig, path)
+
+
+def item_scores(trajectories_path: str | Path) -> dict[int, float]:
+    """Exact match per question, from a qa_infer stage's trajectories.jsonl."""
+    from star.io import read_jsonl
+
+    return {row["query_id"]: float(row["evaluation"]["em"]) for row in read_jsonl(trajectories_path)}

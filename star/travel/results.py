@@ -68,3 +68,10 @@ def plot_pass_rates(results: dict[str, dict[str, float]], path: str | Path) -> N
     ax.legend(fontsize=8)
     fig.tight_layout()
     save_png(fig, path)
+
+
+def item_scores(rows_path: str | Path) -> dict[int, float]:
+    """Final pass (0 or 1) per query, from an evaluate stage's rows.jsonl."""
+    from star.io import read_jsonl
+
+    return {row["idx"]: float(row["final_pass"]) for row in read_jsonl(rows_path)}
