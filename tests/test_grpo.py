@@ -231,3 +231,15 @@ def test_one_step_raises_the_better_episodes_and_lowers_the_worse(tiny, tmp_path
     worse = [d for d, r in zip(changes, out["reward"]) if r == 0.0]
     assert better and worse
     assert min(better) > 0 > max(worse), changes
+
+
+def test_skipped_levels_leave_rl_training(tmp_path):
+    from star.train.grpo import train_grpo
+
+    tasks = [SimpleNamespace(level="easy"), SimpleNamespace(level="easy")]
+    params = GRPOParams(skip_levels=["easy"])
+    # every task is skipped: the run stops before it loads a model
+    with pytest.raises(ValueError, match="no training task is left"):
+        train_grpo(params, str(tmp_path / "no-model"), tasks, str, None, None, "", tmp_path / "out", tmp_path / "ckpt")
+    with pytest.raises(OSError):  # one medium task is left, so it goes on to load the (missing) model
+        train_grpo(params, str(tmp_path / "no-model"), [*tasks, SimpleNamespace(level="medium")], str, None, None, "", tmp_path / "out", tmp_path / "ckpt")

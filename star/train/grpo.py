@@ -76,6 +76,9 @@ class GRPOParams(BaseModel):
     max_new_tokens: int = Field(256, ge=1)
     max_total_tokens: int = Field(2048, ge=64)
     dapo_max_tries: int = Field(2, ge=0)
+    # Task levels left out of RL training. A group whose episodes all succeed has
+    # no advantage, so tasks the SFT model already solves spend rollouts for nothing.
+    skip_levels: list[str] = Field(default_factory=list)
     save_steps: int = Field(10, ge=1)
     bf16: bool = False
     gradient_checkpointing: bool = False
@@ -305,6 +308,9 @@ def train_grpo(
     judges a finished episode (its "reward" key trains), `text_of(task)` is the
     task's first user message. `log_fn(metrics, step)` gets every step's logs.
     """
+    tasks = [t for t in tasks if getattr(t, "level", None) not in params.skip_levels]
+    if not tasks:
+        raise ValueError(f"no training task is left once levels {params.skip_levels} are skipped")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     import torch
     from datasets import Dataset
