@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from prefect import flow
 
 from flows.tasks import task
 from star.config import CopyPretrainParams, ModelParams
-from star.io import atomic_dir
-from star.models.base import SOURCE, model_source
+from star.models.base import model_source, write_source
 from star.models.tiny import BUILTIN_TINY
 
 
@@ -18,8 +16,7 @@ from star.models.tiny import BUILTIN_TINY
 def pretrain(copy_pretrain: CopyPretrainParams, model: ModelParams, base: Path, out: Path, checkpoints: Path) -> dict[str, float]:
     if not copy_pretrain.enabled or model.name_or_path != BUILTIN_TINY:
         # A pretrained model copies already: point at the base model instead.
-        with atomic_dir(out) as tmp:
-            (tmp / SOURCE).write_text(json.dumps({"name_or_path": model_source(base)}) + "\n")
+        write_source(out, model_source(base))
         return {}
     import mlflow
 

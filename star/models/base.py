@@ -23,9 +23,14 @@ def prepare_base(
     if name_or_path == BUILTIN_TINY:
         make_tiny(out, corpus(), entity_names(), spec)
         return str(out)
+    write_source(out, name_or_path)
+    return name_or_path
+
+
+def write_source(out: Path, name_or_path: str) -> None:
+    """A model stage's output that points at a model instead of holding one."""
     with atomic_dir(out) as tmp:
         (tmp / SOURCE).write_text(json.dumps({"name_or_path": name_or_path}) + "\n")
-    return name_or_path
 
 
 def model_source(directory: str | Path) -> str:
