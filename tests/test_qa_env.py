@@ -68,6 +68,32 @@ def test_expert_answers_synthetic_questions(tools, questions):
     assert all(r["tool_calls"] == r["hops"] and r["turns"] == r["hops"] + 1 for r in rows)
 
 
+def test_expert_thoughts_quote_the_context_before_each_name(tools, questions):
+    """Every query and answer the expert writes is preceded, in its thought, by text it copies verbatim."""
+    import re
+
+    for q in questions:
+        row = run_episode(QAExpert(), tools, q, 0, seed=0)
+        context = q.question
+        for message in row["messages"][2:]:
+            if message["role"] == "tool":
+                context += "\n" + message["content"]
+                continue
+            action = parse_action(message["content"])
+            thought = action.think
+            name = action.answer if action.answer is not None else action.tool_calls[0].arguments["query"]
+            assert name in thought, (q.question, thought)
+            # the thought's quoted part (before "Next, look up" / "Look up" / "So the answer") is copied from the context
+            quoted = re.split(r"(?:Next, look up|Look up|So the answer is) ", thought)[0]
+            for sentence in re.split(r"(?<=\.)\s+", quoted.strip()):
+                if sentence and not sentence.startswith("The other one is"):
+                    assert sentence in context, (q.question, sentence)
+        if q.kind == "comparison":  # the two years that decide it are quoted before the answer
+            assert len(re.findall(r"\b\d{4}\b", thought)) == 2, thought
+        elif not q.answer.isdigit():
+            assert thought.count(q.answer) >= 2, thought
+
+
 def test_expert_retries_faults_and_mistakes_spoil_answers(tools, questions):
     faulty = [run_episode(QAExpert(), tools, q, 0, seed=0, max_turns=12, fault_rate=0.2) for q in questions]
     assert sum(r["tool_errors"] for r in faulty) > 20

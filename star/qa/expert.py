@@ -3,7 +3,11 @@
 The expert searches the question's `plan` (the entity names along the hops,
 or the supporting titles of a loaded question) one call per hop, retries a
 search that fails, and answers once every planned passage has been shown to
-it; if one never was, it answers "unknown" rather than guess. With
+it; if one never was, it answers "unknown" rather than guess. Its thoughts
+quote where each name comes from (the sentence of the last passage that
+names it, or the question's words before it) and the sentences that decide
+the answer, so every name it writes repeats text just before it: a small
+model learns to copy such exact repeats long before it learns lookups. With
 `mistake_rate` it spoils that share of answers on purpose, so filtering has
 work to do.
 """
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from typing import Any
 
 from star.env.core import arguments_json
@@ -40,10 +45,10 @@ class QAExpert:
     def episode(self, env: QAEnv, question: Question, rng: random.Random) -> None:
         mistake = rng.random() < self.mistake_rate  # drawn first, so it depends on the seed only
         plan = question.plan or [question.question]
-        titles: list[str] = []
+        read: dict[str, str] = {}  # title -> text of every passage shown so far
         complete = True
         for i, query in enumerate(plan):
-            thought = f"Look up {query}." if i == 0 else f"Next, look up {query}."
+            thought = _lead(question.question, read.get(plan[i - 1], "") if i else "", query)
             found = False
             for attempt in range(MAX_RETRIES + 1):
                 if attempt:
@@ -52,15 +57,52 @@ class QAExpert:
                 if env.done:  # out of turns
                     return
                 lines = observation.splitlines() if not _failed(observation) else []
-                titles += [line.split(": ", 1)[0] for line in lines]
+                for line in lines:
+                    title, _, text = line.partition(": ")
+                    read.setdefault(title, text)
                 found = any(line.startswith(f"{query}: ") for line in lines)
                 if not _failed(observation):
                     break
             complete = complete and (found or not question.plan)
         answer = question.answer if complete else "unknown"
+        evidence = _evidence(question, read) if complete and question.plan else ""
         if mistake:
-            answer = _spoil(answer, titles, rng)
-        env.step(answer_text(f"So the answer is {answer}.", answer))
+            answer = _spoil(answer, list(read), rng)
+        env.step(answer_text(f"{evidence}So the answer is {answer}.", answer))
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s]
+
+
+def _naming(text: str, name: str) -> str | None:
+    """The first sentence of `text` that names `name`, if any."""
+    return next((s for s in _sentences(text) if name in s), None)
+
+
+def _lead(question: str, previous: str, query: str) -> str:
+    """The thought before a search: where its query comes from."""
+    if not previous:
+        return f"Look up {query}."
+    if sentence := _naming(previous, query):
+        return f"{sentence} Next, look up {query}."
+    at = question.find(query)
+    if at >= 0:  # the other side of a comparison: quote the question's phrase up to the name
+        phrase = re.split(r",\s|\sor\s", question[:at])[-1] + query
+        return f"The other one is {phrase}. Look up {query}."
+    return f"Next, look up {query}."
+
+
+def _evidence(question: Question, read: dict[str, str]) -> str:
+    """The sentences that decide the answer, quoted before it (empty if none are found)."""
+    plan = question.plan
+    if question.kind == "comparison":
+        # the ends of the two chains: plan entries whose passage does not name the next entry
+        ends = [n for i, n in enumerate(plan) if i == len(plan) - 1 or plan[i + 1] not in read.get(n, "")]
+        quoted = [next((s for s in _sentences(read.get(n, "")) if re.search(r"\d", s)), None) for n in ends]
+    else:
+        quoted = [_naming(read.get(plan[-1], ""), question.answer)]
+    return "".join(f"{s} " for s in quoted if s)
 
 
 def _spoil(answer: str, titles: list[str], rng: random.Random) -> str:
