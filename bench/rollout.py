@@ -25,7 +25,7 @@ import time
 import torch
 
 from star.agent import STOP_STRINGS, RolloutLimits, TransformersBackend, run_episodes
-from star.models import TinySpec, build_model, corpus_from_trajectories, train_tokenizer
+from star.models.tiny import TinySpec, build_model, corpus_from_trajectories, train_tokenizer
 from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.env import TravelEnv
 from star.travel.evaluate import index_for

@@ -9,7 +9,7 @@ from prefect import flow
 from flows.tasks import task
 from star.config import CopyPretrainParams, ModelParams
 from star.models.base import model_source, write_source
-from star.models.tiny import BUILTIN_TINY
+from star.models.spec import BUILTIN_TINY
 
 
 @task

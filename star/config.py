@@ -13,13 +13,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from star.models.tiny import BUILTIN_TINY, TinySpec
+from star.models.spec import BUILTIN_TINY, TinySpec
 from star.qa.rewards import QARewardParams
 from star.qa.synthesize import QuestionSpec
 from star.qa.world import QAWorldSpec
 from star.train.copy_pretrain import CopySpec
 from star.train.grpo import GRPOParams
-from star.train.sft import SFTParams
+from star.train.sft_params import SFTParams
 from star.travel.paraphrase import ParaphraseSpec
 from star.travel.synthesize import SynthesisSpec
 from star.travel.synthetic import WorldSpec

@@ -1,7 +1,7 @@
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from star.models import TinySpec, make_tiny
+from star.models.tiny import TinySpec, make_tiny
 from star.models.tiny import TAG_TOKENS
 from star.train.copy_pretrain import CopySpec, copy_accuracy, copy_examples, copy_vocabulary, pretrain_copy
 

@@ -23,7 +23,7 @@ from openai.types.chat import ChatCompletionMessage
 
 from star.config import OpenAITeacherParams
 from star.env.parse import parse_action
-from star.models import TinySpec, corpus_from_trajectories, make_tiny
+from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
 from star.resume import ProgressLog, run_resumable
 from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.env import TravelEnv

@@ -25,7 +25,7 @@ from star.agent import (
 )
 from star.agent.backends import end_of_turn
 from star.env.faults import FAULTS
-from star.models import build_model, corpus_from_trajectories, train_tokenizer
+from star.models.tiny import build_model, corpus_from_trajectories, train_tokenizer
 from star.travel.distill import ExpertTeacher, hash_seed, run_episode
 from star.travel.env import TravelEnv
 from star.travel.evaluate import index_for

@@ -9,7 +9,7 @@ import torch
 from pydantic import ValidationError
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
-from star.models import TinySpec, corpus_from_trajectories, make_tiny
+from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
 from star.train.sft import MetricsCallback, SFTParams, count_tokens, make_trainer, train_sft
 from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.evaluate import index_for

@@ -7,8 +7,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from transformers.utils import get_json_schema
-
 from star.env.parse import parse_action
 
 
@@ -28,6 +26,8 @@ class Tool:
     """A named function with an OpenAI-format JSON schema. Never raises."""
 
     def __init__(self, fn: Callable[..., str], name: str | None = None):
+        from transformers.utils import get_json_schema  # lazily: reading a config need not load transformers
+
         schema = get_json_schema(fn)["function"]
         self.fn = fn
         self.name = name or schema["name"]

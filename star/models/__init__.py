@@ -1,23 +1,5 @@
-"""Models the pipeline can train: any Hugging Face causal LM, or the built-in tiny one."""
+"""Models the pipeline can train: any Hugging Face causal LM, or the built-in tiny one.
 
-from star.models.tiny import (
-    BUILTIN_TINY,
-    CHAT_TEMPLATE,
-    TinySpec,
-    build_model,
-    corpus_from_trajectories,
-    make_tiny,
-    resolve_model_path,
-    train_tokenizer,
-)
-
-__all__ = [
-    "BUILTIN_TINY",
-    "CHAT_TEMPLATE",
-    "TinySpec",
-    "build_model",
-    "corpus_from_trajectories",
-    "make_tiny",
-    "resolve_model_path",
-    "train_tokenizer",
-]
+`star.models.spec` names and sizes the built-in model without importing torch;
+`star.models.tiny` builds it, `star.models.base` prepares any base model.
+"""

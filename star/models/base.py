@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from star.io import atomic_dir
-from star.models.tiny import BUILTIN_TINY, TinySpec, make_tiny
+from star.models.spec import BUILTIN_TINY, TinySpec
 
 SOURCE = "source.json"
 
@@ -21,6 +21,8 @@ def prepare_base(
     out: Path, name_or_path: str, spec: TinySpec, corpus: Callable[[], list[str]], entity_names: Callable[[], Sequence[str]]
 ) -> str:
     if name_or_path == BUILTIN_TINY:
+        from star.models.tiny import make_tiny  # torch, only when a model is built
+
         make_tiny(out, corpus(), entity_names(), spec)
         return str(out)
     write_source(out, name_or_path)

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
@@ -28,9 +27,8 @@ from transformers.utils.chat_template_utils import render_jinja_template
 from trl.chat_template_utils import qwen2_5_chat_template
 
 from star.io import atomic_dir
+from star.models.spec import BUILTIN_TINY, TinySpec
 from star.travel.env import SYSTEM_PROMPT
-
-BUILTIN_TINY = "builtin:tiny"
 
 PAD = "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -51,20 +49,6 @@ TAG_TOKENS = (
 
 # The template as TRL ships it; any edit would stop TRL recognising it.
 CHAT_TEMPLATE: str = qwen2_5_chat_template
-
-
-class TinySpec(BaseModel):
-    """Size of the built-in model and its tokenizer."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    vocab_size: int = Field(4096, ge=300)  # BPE vocabulary; added tokens come on top
-    hidden_size: int = Field(256, ge=32)
-    num_layers: int = Field(4, ge=1)
-    num_heads: int = Field(4, ge=1)
-    intermediate_size: int | None = Field(None, ge=1)
-    max_position_embeddings: int = Field(2048, ge=64)
-    seed: int = 0
 
 
 def _split_out(texts: Iterable[str], literals: Sequence[str]) -> Iterator[str]:
@@ -196,7 +180,7 @@ def resolve_model_path(name_or_path: str, builtin_dir: str | Path) -> str:
         if not (builtin_dir / "config.json").is_file() or not (builtin_dir / "tokenizer.json").is_file():
             raise FileNotFoundError(
                 f"{BUILTIN_TINY} is not built: no model at {builtin_dir}. Build it first with "
-                "star.models.make_tiny (the pipeline stage that writes it)."
+                "star.models.tiny.make_tiny (the pipeline stage that writes it)."
             )
         return str(builtin_dir)
     if name_or_path.startswith("builtin:"):
