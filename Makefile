@@ -13,8 +13,9 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
+# Nothing changed: answer at once, without starting a Prefect server for a no-op.
 repro: setup
-	python -m flows.serve dvc repro
+	@dvc status -q 2>/dev/null && echo "Everything is up to date (dvc status)." || python -m flows.serve dvc repro
 
 test: setup
 	pytest -q
