@@ -38,6 +38,7 @@ import os
 import random
 import shutil
 import statistics
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -147,11 +148,13 @@ class EpisodeRunner:
         self.params = params
         self.rng = random.Random(params.seed)
         self.stats: dict[str, list[float]] = defaultdict(list)
+        self.seconds: dict[str, float] = defaultdict(float)  # this step's time in playing and in scoring
 
     def __call__(self, prompts: list[list[dict]], trainer: Any) -> dict[str, Any]:
         step = trainer.state.global_step
         queries = [self.by_text[p[-1]["content"]] for p in prompts]
         G = self.params.num_generations
+        self.seconds.clear()
         if self.params.algorithm == "arpo":
             results = self._arpo(queries, step)
         else:
@@ -161,6 +164,8 @@ class EpisodeRunner:
             results, dropped = self._dynamic_sampling(results, step)
         groups = max(len(results) // G, 1)
         self.stats["groups_dropped_fraction"].append(dropped / groups)
+        for part in ("generation", "scoring"):
+            self.stats[f"{part}_seconds"].append(self.seconds[part])
         rewards = [r["reward"] for _, _, r in results]
         for name in results[0][2]:
             self.stats[name].append(statistics.fmean(r[name] for _, _, r in results))
@@ -177,8 +182,13 @@ class EpisodeRunner:
         }
 
     def _play_scored(self, queries: list[Query], step: int, prefixes: list[list[str]] | None = None) -> list[tuple]:
+        start = time.perf_counter()
         played = self.play(queries, self.params.seed * 100_003 + step * 1_009 + self.rng.randrange(1 << 20), prefixes)
-        return [(q, t, self.scorer(q, env, step)) for q, (env, t) in zip(queries, played)]
+        played_at = time.perf_counter()
+        scored = [(q, t, self.scorer(q, env, step)) for q, (env, t) in zip(queries, played)]
+        self.seconds["generation"] += played_at - start
+        self.seconds["scoring"] += time.perf_counter() - played_at
+        return scored
 
     def _dynamic_sampling(self, results: list[tuple], step: int) -> tuple[list[tuple], int]:
         G = self.params.num_generations
