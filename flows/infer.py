@@ -57,7 +57,7 @@ def run_model(infer: InferParams, env: EnvParams, model: ModelParams, sandbox: S
     from star.agent.rollout import RolloutLimits
 
     backend, tokenizer = load_policy(infer, model_dir)
-    limits = RolloutLimits(max_turns=infer.max_turns, max_new_tokens=infer.max_new_tokens, max_total_tokens=infer.max_total_tokens)
+    limits = RolloutLimits(max_turns=infer.max_turns, max_new_tokens=infer.max_new_tokens, max_total_tokens=infer.max_total_tokens, max_invalid_turns=infer.max_invalid_turns)
     tools = TravelTools(sandbox, row_cap=env.row_cap)
     played = play(backend, tokenizer, tools, queries, limits, batch_size=infer.batch_size, seed=infer.seed, tools_in_prompt=model.tool_schemas)
     return [trajectory_row(q, e, t, policy) for q, e, t in played]

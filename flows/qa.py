@@ -208,7 +208,7 @@ def play_policy(infer: InferParams, qa: QAParams, model: ModelParams, policy: st
         return NaiveRAGEnv(tools) if policy == "naive_rag" else QAEnv(tools, max_turns=qa.max_turns)
 
     backend, tokenizer = load_policy(infer, model_dir)
-    limits = RolloutLimits(max_turns=min(infer.max_turns, qa.max_turns), max_new_tokens=infer.max_new_tokens, max_total_tokens=infer.max_total_tokens)
+    limits = RolloutLimits(max_turns=min(infer.max_turns, qa.max_turns), max_new_tokens=infer.max_new_tokens, max_total_tokens=infer.max_total_tokens, max_invalid_turns=infer.max_invalid_turns)
     # base_tool_call: the model's native function calling, its tools' JSON schemas in the prompt.
     schemas = model.tool_schemas or policy == "base_tool_call"
     played = play_tasks(backend, tokenizer, make_env, questions, limits, batch_size=infer.batch_size, seed=infer.seed, tools_in_prompt=schemas)

@@ -132,6 +132,8 @@ class InferParams(Section):
     max_turns: int = Field(12, ge=1, le=200)
     max_new_tokens: int = Field(256, ge=1)
     max_total_tokens: int = Field(2048, ge=64)
+    # Consecutive unparseable turns that end an episode (0: no limit); an untrained model ends early.
+    max_invalid_turns: int = Field(3, ge=0)
     batch_size: int = Field(32, ge=1)
     seed: int = 0
     openai: OpenAIEndpointParams = Field(default_factory=OpenAIEndpointParams)

@@ -315,6 +315,19 @@ def test_max_new_tokens_cuts_the_turn_and_the_episode_goes_on(world):
         assert all(traj.completion_ids[b] == tok.eos_token_id and traj.completion_mask[b] == 0 for _, b in runs)
 
 
+def test_a_run_of_unparseable_turns_ends_the_episode(world):
+    # garbage, a parseable call (it resets the run), then garbage again; the expert's turns after that
+    lead = ["no call here", '<tool_call>{"name": "SearchCity", "arguments": {"state": "x"}}</tool_call>', "??", "??", "??"]
+    tok = world["tok"]
+    for limit, ends_at in ((2, 4), (3, 5)):
+        limits = RolloutLimits(max_turns=12, max_invalid_turns=limit)
+        trajs = run_episodes(Replay(world, lead), tok, expert_envs(world)[:2], world["queries"][:2], limits, progress=False)
+        assert all(t.turns == ends_at and t.truncated and t.answer is None for t in trajs), [t.turns for t in trajs]
+        assert all(t.token_ids == rendered_ids(tok, t.messages, world["schemas"]) for t in trajs)
+    unlimited = run_episodes(Replay(world, lead), tok, expert_envs(world)[:2], world["queries"][:2], RolloutLimits(max_turns=12), progress=False)
+    assert all(t.turns > 5 for t in unlimited)
+
+
 # -- environment faults ---------------------------------------------------------
 
 

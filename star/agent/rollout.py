@@ -22,7 +22,7 @@ Limits: `max_new_tokens` cuts a turn, which the environment still judges
 (usually a format error) before the episode goes on. `max_turns` and
 `max_total_tokens` end the episode, marked truncated; no turn starts once the
 list reaches `max_total_tokens`, though the environment's last reply may run
-past it. The environment also truncates at its own `max_turns`.
+past it. So does a run of `max_invalid_turns` unparseable turns, if set. The environment also truncates at its own `max_turns`.
 """
 
 from __future__ import annotations
@@ -46,6 +46,10 @@ class RolloutLimits(BaseModel):
     max_turns: int = Field(12, ge=1)
     max_new_tokens: int = Field(512, ge=1)  # per turn
     max_total_tokens: int = Field(8192, ge=1)  # prompt and completion together
+    # Consecutive turns with neither a parseable tool call nor an answer that end
+    # the episode (0: no limit). A model that has lost the format rarely finds it
+    # again, and an untrained one would otherwise write to the token limit.
+    max_invalid_turns: int = Field(0, ge=0)
 
 
 class TemplateError(ValueError):
@@ -118,6 +122,7 @@ class _Episode:
         self.logprobs: list[float] | None = [] if token_level else None
         self.info = EnvInfo()
         self.finish: list[str] = []
+        self.invalid_run = 0  # consecutive turns the env could not parse
         # A prompt already over the budget never gets a turn.
         self.truncated = self.prompt_len >= limits.max_total_tokens
         self.active = not self.truncated and not env.done
@@ -160,7 +165,9 @@ class _Episode:
         head = self.text + content
         if not through.startswith(head):
             raise TemplateError("the chat template does not render the assistant turn verbatim after the prompt")
-        keep_going = not self.env.done and self.env.turns < self.limits.max_turns
+        self.invalid_run = self.invalid_run + 1 if result.info.get("kind") == "invalid" else 0
+        lost = 0 < self.limits.max_invalid_turns <= self.invalid_run
+        keep_going = not self.env.done and self.env.turns < self.limits.max_turns and not lost
         eos = model_ids[-1] if own_eos else None
         after, full = self._after(through, head, keep_going, eos)
         if keep_going and len(self.ids) + len(model_ids) + len(after) >= self.limits.max_total_tokens:
