@@ -105,6 +105,21 @@ def _parent_run(root: Path, uri: str, tags: dict[str, str]) -> tuple[Any, str, s
     return client, experiment_id, parent_id
 
 
+def _close_stale_runs(client: Any, experiment_id: str, pipeline: str) -> None:
+    """Mark KILLED the stage runs of this pipeline still RUNNING.
+
+    DVC runs one stage of a pipeline at a time, so when a stage starts, any
+    other RUNNING stage run of its pipeline belongs to a stage that was killed
+    (DVC's run cache may later satisfy that stage, and nothing else would close it).
+    """
+    stale = client.search_runs(
+        [experiment_id],
+        filter_string=f"tags.`star.pipeline` = '{pipeline}' and tags.`star.role` = 'stage' and attributes.status = 'RUNNING'",
+    )
+    for run in stale:
+        client.set_terminated(run.info.run_id, status="KILLED")
+
+
 def param_values(params: dict[str, Any]) -> dict[str, str]:
     """`params` flattened, as the strings MLflow stores (None as '', at most 500 characters)."""
     return {k: str("" if v is None else v)[:500] for k, v in flatten(params).items()}
@@ -118,7 +133,8 @@ def stage_run(stage: str, params: dict[str, Any], root: Path, params_file: str =
     uri = tracking_uri(root)
     tags = {"star.stage": stage, **_pipeline_tags(root, params_file)}
     mlflow.set_tracking_uri(uri)
-    _, experiment_id, parent_id = _parent_run(root, uri, tags)
+    client, experiment_id, parent_id = _parent_run(root, uri, tags)
+    _close_stale_runs(client, experiment_id, tags["star.pipeline"])
 
     with mlflow.start_run(
         experiment_id=experiment_id, run_name=stage, parent_run_id=parent_id, tags={**tags, "star.role": "stage"}

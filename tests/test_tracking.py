@@ -1,0 +1,40 @@
+"""Stage runs in a real MLflow store: a killed stage's run does not stay RUNNING."""
+
+from __future__ import annotations
+
+import pytest
+
+from star.tracking import EXPERIMENT, stage_run, tracking_uri
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    for var in ("MLFLOW_TRACKING_URI", "DVC_EXP_BASELINE_REV", "DVC_STAGE", "DVC_ROOT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("DVC_EXP_NAME", "exp-a")
+    return tmp_path
+
+
+def _status(client, run_id):
+    return client.get_run(run_id).info.status
+
+
+def test_a_new_stage_run_closes_the_runs_its_pipeline_left_running(root, monkeypatch):
+    import mlflow
+
+    previous = mlflow.get_tracking_uri()
+    with stage_run("distill", {"teacher": {"samples": 1}}, root):  # creates the store and the parent
+        pass
+    client = mlflow.MlflowClient(tracking_uri(root))
+    experiment = client.get_experiment_by_name(EXPERIMENT).experiment_id
+    # What `kill -9` mid-stage leaves: a stage run never terminated, in this pipeline and in another one.
+    killed = client.create_run(experiment, run_name="sft", tags={"star.pipeline": "exp-a", "star.role": "stage", "star.stage": "sft"})
+    other = client.create_run(experiment, run_name="sft", tags={"star.pipeline": "exp-b", "star.role": "stage", "star.stage": "sft"})
+    assert _status(client, killed.info.run_id) == "RUNNING"
+
+    with stage_run("grpo", {"grpo": {"steps": 1}}, root) as run:
+        assert _status(client, run.info.run_id) == "RUNNING"
+        assert _status(client, killed.info.run_id) == "KILLED"
+    assert _status(client, run.info.run_id) == "FINISHED"
+    assert _status(client, other.info.run_id) == "RUNNING"  # another pipeline's run may be alive: left alone
+    mlflow.set_tracking_uri(previous)
