@@ -15,7 +15,7 @@ setup: $(VENV)/.installed
 
 # Nothing changed: answer at once, without starting a Prefect server for a no-op.
 repro: setup
-	@dvc status -q 2>/dev/null && echo "Everything is up to date (dvc status)." || python -m flows.serve dvc repro
+	@dvc status -q >/dev/null 2>&1 && echo "Everything is up to date (dvc status)." || python -m flows.serve dvc repro
 
 test: setup
 	pytest -q
