@@ -30,18 +30,24 @@ def make_teacher(params: TeacherParams) -> Teacher:
     return ExpertTeacher(Expert(params.mistake_rate, params.top_k, params.upgrade_prob))
 
 
+# Where the teacher's server lives and how patiently it is called do not change
+# what it answers: moving it to another address keeps the progress.
+TRANSPORT = {"base_url", "api_key_env", "timeout", "retries", "concurrency"}
+
+
+def progress_fingerprint(teacher: TeacherParams, env: EnvParams, world: Path, queries: Path) -> str:
+    """Progress belongs to what determines the trajectories (teacher, env, input), never to another."""
+    settings = teacher.model_dump_json(exclude={"openai": TRANSPORT}) + env.model_dump_json()
+    data = queries.read_bytes() + b"".join(p.read_bytes() for p in sorted(world.glob("*.parquet")))
+    return hashlib.sha256(settings.encode() + data).hexdigest()[:16]
+
+
 @task
 def run_teacher(teacher: TeacherParams, env: EnvParams, world: Path, queries: Path, progress_dir: Path) -> list[dict]:
     sandbox = Sandbox.load(world)
     tools = TravelTools(sandbox, row_cap=env.row_cap)
     items = [(Query.model_validate(row), s) for row in read_jsonl(queries) for s in range(teacher.samples)]
-    # Progress belongs to this exact configuration and input, never to another.
-    fingerprint = hashlib.sha256(
-        (teacher.model_dump_json() + env.model_dump_json()).encode() + queries.read_bytes() + b"".join(
-            p.read_bytes() for p in sorted(world.glob("*.parquet"))
-        )
-    ).hexdigest()[:16]
-    log = ProgressLog(progress_dir / f"distill-{fingerprint}.jsonl", key=lambda r: (r["query_id"], r["sample"]))
+    log = ProgressLog(progress_dir / f"distill-{progress_fingerprint(teacher, env, world, queries)}.jsonl", key=lambda r: (r["query_id"], r["sample"]))
     work = partial(
         _episode, make_teacher(teacher), tools, index_for(sandbox), seed=teacher.seed, max_turns=env.max_turns, fault_rate=teacher.fault_rate
     )

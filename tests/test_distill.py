@@ -96,3 +96,24 @@ def test_filter_counts_add_up(setup, tmp_path):
     # a tight token limit drops everything as too long
     _, tight = select(rows, require="delivered", max_tokens=1, count_tokens=lambda r: 5, size=30, levels={"easy": 1}, seed=0)
     assert tight["kept"] == 0 and tight["dropped_too_long"] > 0
+
+
+def test_progress_follows_the_teacher_not_the_address_of_its_server(tmp_path):
+    from flows.distill import progress_fingerprint
+    from star.config import EnvParams, TeacherParams
+
+    world, queries = tmp_path / "world", tmp_path / "queries.jsonl"
+    world.mkdir()
+    (world / "flights.parquet").write_bytes(b"flights")
+    queries.write_text('{"idx": 0}\n')
+
+    def fingerprint(**openai):
+        teacher = TeacherParams.model_validate({"kind": "openai", "openai": openai})
+        return progress_fingerprint(teacher, EnvParams(), world, queries)
+
+    same = fingerprint()
+    assert fingerprint(base_url="http://10.0.0.2:9000/v1", timeout=5, retries=0, concurrency=16, api_key_env="OTHER_KEY") == same
+    assert fingerprint(model="another-model") != same
+    assert fingerprint(temperature=0.1) != same
+    queries.write_text('{"idx": 1}\n')
+    assert fingerprint() != same
