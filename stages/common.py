@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from star.config import ParamsError, load_params
+from star.service import ServiceError
 
 PARAMS_FILE = "params.yaml"
 
@@ -30,10 +31,14 @@ def run_stage(
 
     from star.tracking import stage_run
 
-    with stage_run(name, {k: v.model_dump(mode="json") for k, v in params.items()}, root, PARAMS_FILE):
-        metrics = flow(**params, **outputs) or {}
-        mlflow.log_metrics({k: float(v) for k, v in metrics.items()})
-        mlflow.log_dict(metrics, f"{name}_metrics.json")
-        for path in artifacts:
-            if Path(path).is_file():
-                mlflow.log_artifact(str(path))
+    try:
+        with stage_run(name, {k: v.model_dump(mode="json") for k, v in params.items()}, root, PARAMS_FILE):
+            metrics = flow(**params, **outputs) or {}
+            mlflow.log_metrics({k: float(v) for k, v in metrics.items()})
+            mlflow.log_dict(metrics, f"{name}_metrics.json")
+            for path in artifacts:
+                if Path(path).is_file():
+                    mlflow.log_artifact(str(path))
+    except ServiceError as exc:  # a dead or failing server: one line, not a traceback
+        print(f"error: {name}: {exc}", file=sys.stderr)
+        sys.exit(ServiceError.exit_code)

@@ -96,3 +96,22 @@ def test_reading_params_imports_no_torch():
     code = "import sys, star.config, flows.results, flows.evaluate; print(sorted(m for m in ('torch', 'transformers', 'trl') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_dead_server_stops_a_stage_with_one_line_and_exit_3(tmp_path):
+    """Synthesis with paraphrasing on, pointed at a closed port: an `error:` line, exit 3, no output."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends
+    dead = {"enabled": True, "base_url": f"http://127.0.0.1:{port}/v1", "retries": 0, "timeout": 60.0}
+    write(tmp_path, {"synthesize": {"sizes": {"train": 4, "validation": 0, "test": 0}, "paraphrase": dead}})
+    env = {"PYTHONPATH": str(ROOT), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    run = lambda stage: subprocess.run([sys.executable, "-m", stage], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)  # noqa: E731
+    assert run("stages.world").returncode == 0
+    proc = run("stages.synthesize")
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    # the last line says what failed (Prefect's own log of the failed task comes before it)
+    assert proc.stderr.strip().splitlines()[-1] == f"error: synthesize: paraphrase server http://127.0.0.1:{port}/v1 unreachable: APIConnectionError"
+    assert not (tmp_path / "data" / "queries").exists()

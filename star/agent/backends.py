@@ -29,6 +29,8 @@ import torch
 from transformers import StoppingCriteria
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
+from star.service import ServiceError, client_timeout
+
 FinishReason = Literal["eos", "stop", "length"]
 
 
@@ -56,7 +58,7 @@ class Generation:
     text: str | None = None
 
 
-class BackendError(RuntimeError):
+class BackendError(ServiceError):
     """A backend could not produce a generation (server unreachable, bad reply)."""
 
 
@@ -591,7 +593,7 @@ class OpenAIBackend:
         self.concurrency = concurrency
         # Local servers take any key; the key itself is never logged or put in errors.
         key = os.environ.get(api_key_env) or "EMPTY"
-        self.client = OpenAI(base_url=base_url, api_key=key, timeout=timeout, max_retries=0)
+        self.client = OpenAI(base_url=base_url, api_key=key, timeout=client_timeout(timeout), max_retries=0)
 
     def generate(
         self,

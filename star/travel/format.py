@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from star.service import client_timeout
 from star.travel.plan import Day, Plan
 from star.travel.query import Query
 
@@ -411,7 +412,7 @@ def format_llm(
     api_key = os.environ.get(api_key_env) or "EMPTY"
 
     def attempt() -> PlanReply:
-        client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
+        client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=client_timeout(timeout), max_retries=0)
         try:
             reply = client.chat.completions.create(
                 model=model,

@@ -24,6 +24,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 
 from star.config import OpenAITeacherParams
 from star.env.parse import parse_action
+from star.service import ServiceError, client_timeout
 from star.travel.distill import answer_text, tool_call_text
 from star.travel.env import TravelEnv
 from star.travel.query import Query
@@ -37,11 +38,11 @@ _ANSWER_BLOCK = re.compile(r"<answer>.*?(?:</answer>|$)", re.S)
 _TAG = re.compile(r"</?(?:think|tool_call|tool_response|answer)>")
 
 
-class TeacherUnavailable(RuntimeError):
+class TeacherUnavailable(ServiceError):
     """The teacher server could not be reached or kept failing after retries."""
 
 
-class TeacherRequestError(RuntimeError):
+class TeacherRequestError(ServiceError):
     """The teacher server rejected a request (4xx other than 429); retrying would not help."""
 
 
@@ -151,7 +152,7 @@ class OpenAITeacher:
         self.client = openai.OpenAI(
             base_url=params.base_url,
             api_key=os.environ.get(params.api_key_env) or "EMPTY",
-            timeout=params.timeout,
+            timeout=client_timeout(params.timeout),
             max_retries=0,
         )
 

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pydantic import BaseModel, ConfigDict, Field
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from star.service import ServiceError, client_timeout
 from star.travel.query import Query
 
 PROMPT = (
@@ -36,7 +37,7 @@ class ParaphraseSpec(BaseModel):
     concurrency: int = Field(4, ge=1, le=64)
 
 
-class ParaphraseUnavailable(RuntimeError):
+class ParaphraseUnavailable(ServiceError):
     pass
 
 
@@ -49,7 +50,7 @@ def facts(query: Query) -> list[str]:
 def paraphrase(queries: list[Query], spec: ParaphraseSpec) -> tuple[list[Query], Counter]:
     import openai
 
-    client = openai.OpenAI(base_url=spec.base_url, api_key=os.environ.get(spec.api_key_env) or "EMPTY", timeout=spec.timeout, max_retries=0)
+    client = openai.OpenAI(base_url=spec.base_url, api_key=os.environ.get(spec.api_key_env) or "EMPTY", timeout=client_timeout(spec.timeout), max_retries=0)
 
     @retry(
         retry=retry_if_exception_type((openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError, openai.RateLimitError)),
