@@ -49,6 +49,16 @@ def test_dapo_replaces_flat_groups_and_counts_them():
     assert kept[2][0] == "b"  # the group with signal is untouched
 
 
+def test_call_breakdown_keeps_faults_invalid_calls_and_recoveries_apart():
+    from star.train.process import call_breakdown
+
+    kinds = ["ok", "fault", "repeated", "invalid", "fault", "fault", "unknown_tool", "error", "empty", "fault"]
+    # faults at 1, 4, 5, 9: only the one at 1 is followed by a call that worked (its retry)
+    assert call_breakdown(kinds) == {"fault_rate": 0.4, "invalid_rate": 0.2, "error_rate": 0.1, "recovery_rate": 0.25}
+    assert call_breakdown([]) == {"fault_rate": 0.0, "invalid_rate": 0.0, "error_rate": 0.0, "recovery_rate": 0.0}
+    assert call_breakdown(["fault", "ok"])["recovery_rate"] == 1.0
+
+
 def test_process_reward_values():
     values = ProcessRewards(weight=0.5, informative=1.0, repeated=-0.5, invalid=-1.0, failed=0.0)
     assert process_reward(["ok", "empty", "repeated", "invalid"], values) == pytest.approx((1 + 1 - 0.5 - 1) / 4)
@@ -133,6 +143,7 @@ def test_runner_masks_every_observation_token(tiny):
         assert (ids[-1] == tokenizer.eos_token_id) == (env.answer is not None and not env.truncated)
     assert all(isinstance(r, float) for r in out["reward"])
     assert set(runner.stats) >= {"reward", "success", "turns", "tool_error_rate", "truncated", "groups_dropped_fraction"}
+    assert set(runner.stats) >= {"fault_rate", "invalid_rate", "error_rate", "recovery_rate", "generation_seconds", "scoring_seconds"}
 
 
 def test_arpo_groups_share_a_replayed_prefix(tiny):

@@ -135,6 +135,7 @@ def test_rewards_correct_wrong_and_format_failure(tools, questions):
     assert good == {
         "reward": pytest.approx(1.2), "outcome": 1.0, "em": 1.0, "f1": 1.0, "format": 1.0, "process": 1.0,
         "success": 1.0, "turns": 3.0, "tool_error_rate": 0.0, "truncated": 0.0,
+        "fault_rate": 0.0, "invalid_rate": 0.0, "error_rate": 0.0, "recovery_rate": 0.0,
     }
     wrong = score_episode(q, play(tools, q, [search(q.plan[0]), search(q.plan[1]), answer_text("Done.", "Nowhere")]), params)
     assert (wrong["outcome"], wrong["em"], wrong["format"], wrong["process"]) == (0.0, 0.0, 1.0, 1.0)

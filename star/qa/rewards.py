@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from star.qa.data import Question
 from star.qa.env import QAEnv
 from star.qa.metrics import exact_match, f1_score
+from star.train.process import call_breakdown
 
 _INVALID = ("invalid", "unknown_tool")
 _FAILED = ("error", "fault")
@@ -93,5 +94,6 @@ def score_episode(question: Question, env: QAEnv, params: QARewardParams) -> dic
         "success": em,
         "turns": float(env.turns),
         "tool_error_rate": errors / len(env.calls) if env.calls else 0.0,
+        **call_breakdown([c.kind for c in env.calls]),
         "truncated": float(env.truncated),
     }

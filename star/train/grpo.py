@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from star.train.process import ProcessRewards, process_reward
+from star.train.process import ProcessRewards, call_breakdown, process_reward
 from star.train.rewards import outcome_reward
 from star.travel.evaluate import SandboxIndex, evaluate_plan
 from star.travel.format import format_rules
@@ -126,6 +126,7 @@ class Scorer:
             "hard_micro": evaluation.hard_micro if ok else 0.0,
             "turns": float(env.turns),
             "tool_error_rate": sum(k not in ("ok", "empty", "repeated") for k in kinds) / max(len(kinds), 1),
+            **call_breakdown(kinds),
             "truncated": float(env.truncated or env.answer is None),
         }
 

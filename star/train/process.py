@@ -44,3 +44,23 @@ def process_reward(call_kinds: list[str], values: ProcessRewards) -> float:
 def call_kinds(row_calls: list[str]) -> list[str]:
     """Kinds from a trajectory row's `calls` column (JSON strings)."""
     return [json.loads(c)["kind"] for c in row_calls]
+
+
+def call_breakdown(call_kinds: list[str]) -> dict[str, float]:
+    """What went wrong in an episode's calls, kept apart so a fault ablation can be read.
+
+    fault_rate: calls hit by an injected fault; invalid_rate: calls the policy
+    got wrong (no parseable call, unknown tool, bad arguments); error_rate:
+    valid calls the tool failed; recovery_rate: faults followed by a call that
+    worked (a retry reads as `repeated`), over faults (0 without faults).
+    """
+    n = max(len(call_kinds), 1)
+    faults = [i for i, kind in enumerate(call_kinds) if kind == "fault"]
+    worked = ("ok", "empty", "repeated")
+    recovered = sum(i + 1 < len(call_kinds) and call_kinds[i + 1] in worked for i in faults)
+    return {
+        "fault_rate": len(faults) / n,
+        "invalid_rate": sum(KIND_GROUPS.get(kind, "invalid") == "invalid" for kind in call_kinds) / n,
+        "error_rate": call_kinds.count("error") / n,
+        "recovery_rate": recovered / len(faults) if faults else 0.0,
+    }
