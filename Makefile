@@ -23,7 +23,7 @@ test: setup
 bench: setup
 	for b in bench/*.py; do python $$b; done
 
-# The whole DAG on the micro profile, as a DVC experiment (a few minutes on a CPU).
+# The whole DAG on the micro profile, as a DVC experiment (about 7 minutes on 2 CPU cores).
 micro: setup
 	python -m flows.serve dvc exp run $$(python -m stages.profile params.micro.yaml)
 
