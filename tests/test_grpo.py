@@ -54,8 +54,8 @@ def test_call_breakdown_keeps_faults_invalid_calls_and_recoveries_apart():
 
     kinds = ["ok", "fault", "repeated", "invalid", "fault", "fault", "unknown_tool", "error", "empty", "fault"]
     # faults at 1, 4, 5, 9: only the one at 1 is followed by a call that worked (its retry)
-    assert call_breakdown(kinds) == {"fault_rate": 0.4, "invalid_rate": 0.2, "error_rate": 0.1, "recovery_rate": 0.25}
-    assert call_breakdown([]) == {"fault_rate": 0.0, "invalid_rate": 0.0, "error_rate": 0.0, "recovery_rate": 0.0}
+    assert call_breakdown(kinds) == {"tool_error_rate": 0.7, "fault_rate": 0.4, "invalid_rate": 0.2, "error_rate": 0.1, "recovery_rate": 0.25}
+    assert call_breakdown([]) == {"tool_error_rate": 0.0, "fault_rate": 0.0, "invalid_rate": 0.0, "error_rate": 0.0, "recovery_rate": 0.0}
     assert call_breakdown(["fault", "ok"])["recovery_rate"] == 1.0
 
 

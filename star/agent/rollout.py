@@ -22,7 +22,8 @@ Limits: `max_new_tokens` cuts a turn, which the environment still judges
 (usually a format error) before the episode goes on. `max_turns` and
 `max_total_tokens` end the episode, marked truncated; no turn starts once the
 list reaches `max_total_tokens`, though the environment's last reply may run
-past it. So does a run of `max_invalid_turns` unparseable turns, if set. The environment also truncates at its own `max_turns`.
+past it. So does a run of `max_invalid_turns` unparseable turns, if set. The
+environment also truncates at its own `max_turns`.
 """
 
 from __future__ import annotations

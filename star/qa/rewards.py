@@ -83,7 +83,6 @@ def score_episode(question: Question, env: QAEnv, params: QARewardParams) -> dic
     f1 = f1_score(env.answer, question.answer) if formatted else 0.0
     outcome = em if params.outcome == "em" else f1
     process = process_score(call_verdicts(question, env), params)
-    errors = sum(c.kind not in ("ok", "empty", "repeated") for c in env.calls)
     return {
         "reward": outcome + params.format_weight * float(formatted) + params.process_weight * process,
         "outcome": outcome,
@@ -93,7 +92,6 @@ def score_episode(question: Question, env: QAEnv, params: QARewardParams) -> dic
         "process": process,
         "success": em,
         "turns": float(env.turns),
-        "tool_error_rate": errors / len(env.calls) if env.calls else 0.0,
         **call_breakdown([c.kind for c in env.calls]),
         "truncated": float(env.truncated),
     }

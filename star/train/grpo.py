@@ -125,7 +125,6 @@ class Scorer:
             "commonsense_micro": evaluation.commonsense_micro if ok else 0.0,
             "hard_micro": evaluation.hard_micro if ok else 0.0,
             "turns": float(env.turns),
-            "tool_error_rate": sum(k not in ("ok", "empty", "repeated") for k in kinds) / max(len(kinds), 1),
             **call_breakdown(kinds),
             "truncated": float(env.truncated or env.answer is None),
         }

@@ -49,7 +49,8 @@ def call_kinds(row_calls: list[str]) -> list[str]:
 def call_breakdown(call_kinds: list[str]) -> dict[str, float]:
     """What went wrong in an episode's calls, kept apart so a fault ablation can be read.
 
-    fault_rate: calls hit by an injected fault; invalid_rate: calls the policy
+    tool_error_rate: calls that did not work, for any reason; fault_rate: calls
+    hit by an injected fault; invalid_rate: calls the policy
     got wrong (no parseable call, unknown tool, bad arguments); error_rate:
     valid calls the tool failed; recovery_rate: faults followed by a call that
     worked (a retry reads as `repeated`), over faults (0 without faults).
@@ -59,6 +60,7 @@ def call_breakdown(call_kinds: list[str]) -> dict[str, float]:
     worked = ("ok", "empty", "repeated")
     recovered = sum(i + 1 < len(call_kinds) and call_kinds[i + 1] in worked for i in faults)
     return {
+        "tool_error_rate": sum(kind not in worked for kind in call_kinds) / n,
         "fault_rate": len(faults) / n,
         "invalid_rate": sum(KIND_GROUPS.get(kind, "invalid") == "invalid" for kind in call_kinds) / n,
         "error_rate": call_kinds.count("error") / n,
