@@ -30,8 +30,9 @@ from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.env import TravelEnv
 from star.travel.evaluate import index_for
 from star.travel.expert import Expert
-from star.travel.synthesize import SynthesisSpec, Synthesizer
-from star.travel.synthetic import WorldSpec, entity_names, generate_world
+from star.travel.specs import SynthesisSpec, WorldSpec
+from star.travel.synthesize import Synthesizer
+from star.travel.synthetic import entity_names, generate_world
 from star.travel.tools import TravelTools
 
 
@@ -44,7 +45,7 @@ def setup(episodes: int):
         run_episode(ExpertTeacher(Expert()), tools, index, q, 0, seed=0, max_turns=30, fault_rate=0.0)
         for q in queries[:30]
     ]
-    spec = TinySpec()
+    spec = TinySpec(hidden_size=256, num_layers=4)
     corpus = corpus_from_trajectories([r["messages"] for r in rows], TravelEnv(tools).tool_schemas())
     tokenizer = train_tokenizer(corpus, entity_names(world), spec.vocab_size)
     model = build_model(tokenizer, spec.hidden_size, spec.num_layers, spec.num_heads, seed=spec.seed).eval()

@@ -20,8 +20,9 @@ import time
 from rank_bm25 import BM25Okapi
 
 from star.qa.search import SearchIndex, tokenize
-from star.qa.synthesize import QuestionSpec, synthesize_questions
-from star.qa.world import QAWorldSpec, build_world
+from star.qa.specs import QAWorldSpec, QuestionSpec
+from star.qa.synthesize import synthesize_questions
+from star.qa.world import build_world
 
 # 60,000 people + 25,000 companies + 14,000 cities + 1,000 countries
 WORLD = QAWorldSpec(seed=0, num_people=60_000, num_orgs=25_000, num_places=14_000, num_countries=1_000, name_syllables=3)

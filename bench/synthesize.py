@@ -9,8 +9,9 @@ import argparse
 import json
 import time
 
-from star.travel.synthesize import SynthesisSpec, Synthesizer
-from star.travel.synthetic import WorldSpec, generate_world
+from star.travel.specs import SynthesisSpec, WorldSpec
+from star.travel.synthesize import Synthesizer
+from star.travel.synthetic import generate_world
 from star.travel.tools import TravelTools
 
 

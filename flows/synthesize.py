@@ -11,7 +11,8 @@ from star.config import EnvParams, SynthesizeParams
 from star.io import atomic_dir, write_json
 from star.travel.sandbox import Sandbox
 from star.travel.paraphrase import paraphrase
-from star.travel.synthesize import SPLITS, SynthesisSpec, Synthesizer
+from star.travel.specs import SynthesisSpec
+from star.travel.synthesize import SPLITS, Synthesizer
 
 
 @task

@@ -14,15 +14,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from star.models.spec import BUILTIN_TINY, TinySpec
-from star.qa.rewards import QARewardParams
-from star.qa.synthesize import QuestionSpec
-from star.qa.world import QAWorldSpec
-from star.train.copy_pretrain import CopySpec
-from star.train.grpo import GRPOParams
+from star.qa.specs import QARewardParams, QAWorldSpec, QuestionSpec
+from star.train.copy_params import CopySpec
+from star.train.grpo_params import GRPOParams
 from star.train.sft_params import SFTParams
-from star.travel.paraphrase import ParaphraseSpec
-from star.travel.synthesize import SynthesisSpec
-from star.travel.synthetic import WorldSpec
+from star.travel.specs import ParaphraseSpec, SynthesisSpec, WorldSpec
 
 
 class Section(BaseModel):
@@ -32,148 +28,164 @@ class Section(BaseModel):
 class WorldParams(Section):
     """Where the sandbox comes from."""
 
-    source: Literal["synthetic", "travelplanner"] = "synthetic"
-    # a directory in the official TravelPlanner CSV layout (source: travelplanner)
-    database: str = "../shared/data/travelplanner/database"
-    synthetic: WorldSpec = Field(default_factory=WorldSpec)
+    source: Literal["synthetic", "travelplanner"] = Field(
+        "synthetic", description="synthetic: a seeded generated world | travelplanner: the official database"
+    )
+    database: str = Field(
+        "../shared/data/travelplanner/database", description="a directory in the official TravelPlanner CSV layout, read when source is travelplanner"
+    )
+    synthetic: WorldSpec = Field(default_factory=WorldSpec, description="size and ranges of the synthetic world")
 
 
 class EnvParams(Section):
     """How the agent's environment behaves."""
 
-    row_cap: int = Field(5, ge=1, le=100)
-    max_turns: int = Field(16, ge=1, le=200)
-    # share of tool calls that fail during GRPO rollouts (the paper's tool-instability ablation)
-    fault_rate: float = Field(0.0, ge=0.0, le=1.0)
+    row_cap: int = Field(5, ge=1, le=100, description="rows per tool observation")
+    max_turns: int = Field(16, ge=1, le=200, description="turns before the environment ends a teacher's episode (distill, infer_teacher)")
+    fault_rate: float = Field(
+        0.0, ge=0.0, le=1.0, description="share of tool calls that fail during GRPO rollouts (timeouts, 5xx, empty): the tool-instability ablation"
+    )
 
 
 class SynthesizeParams(SynthesisSpec):
     """Query synthesis: split sizes, difficulty and trip-length mix, budgets."""
 
-    paraphrase: ParaphraseSpec = Field(default_factory=ParaphraseSpec)
+    paraphrase: ParaphraseSpec = Field(default_factory=ParaphraseSpec, description="optional rewording by any OpenAI-compatible model")
 
 
 class OpenAIEndpoint(Section):
     """Any OpenAI-compatible server; the key is read from `api_key_env`, never from params."""
 
-    base_url: str = "http://127.0.0.1:8000/v1"
-    model: str = "policy"
-    api_key_env: str = "OPENAI_API_KEY"
-    timeout: float = Field(120.0, gt=0)
-    retries: int = Field(3, ge=0, le=20)
+    base_url: str = Field("http://127.0.0.1:8000/v1", description="the OpenAI-compatible server's URL")
+    model: str = Field("policy", description="the model name sent to the server")
+    api_key_env: str = Field("OPENAI_API_KEY", description="environment variable that holds the API key")
+    timeout: float = Field(120.0, gt=0, description="seconds to wait for one reply")
+    retries: int = Field(3, ge=0, le=20, description="retries of a request that failed")
 
 
 class OpenAITeacherParams(OpenAIEndpoint):
-    model: str = "deepseek-chat"
-    temperature: float = Field(0.7, ge=0.0, le=2.0)
-    max_tokens: int = Field(1024, ge=16)
-    concurrency: int = Field(4, ge=1, le=256)
+    model: str = Field("deepseek-chat", description="the model name sent to the server")
+    temperature: float = Field(0.7, ge=0.0, le=2.0, description="sampling temperature")
+    max_tokens: int = Field(1024, ge=16, description="tokens per reply")
+    concurrency: int = Field(4, ge=1, le=256, description="episodes played at once")
 
 
 class TeacherParams(Section):
     """Who solves the training queries in the sandbox."""
 
-    kind: Literal["expert", "openai"] = "expert"
-    samples: int = Field(1, ge=1, le=64)
-    seed: int = 0
-    # expert: share of plans spoiled on purpose, so filtering has work to do
-    mistake_rate: float = Field(0.1, ge=0.0, le=1.0)
-    top_k: int = Field(1, ge=1, le=20)
-    upgrade_prob: float = Field(0.0, ge=0.0, le=1.0)
-    # tool faults while distilling: the teacher's recoveries become SFT data
-    fault_rate: float = Field(0.0, ge=0.0, le=1.0)
-    openai: OpenAITeacherParams = Field(default_factory=OpenAITeacherParams)
+    kind: Literal["expert", "openai"] = Field("expert", description="expert: the scripted planner | openai: any OpenAI-compatible model")
+    samples: int = Field(1, ge=1, le=64, description="trajectories per query")
+    seed: int = Field(0, description="seed of the episodes")
+    mistake_rate: float = Field(0.1, ge=0.0, le=1.0, description="expert: share of plans spoiled on purpose, so filtering has work to do")
+    top_k: int = Field(1, ge=1, le=20, description="expert: choose among the k cheapest good options")
+    upgrade_prob: float = Field(0.0, ge=0.0, le=1.0, description="expert: chance to upgrade a slot within budget")
+    fault_rate: float = Field(0.0, ge=0.0, le=1.0, description="share of tool calls that fail while distilling: the teacher's recoveries become SFT data")
+    openai: OpenAITeacherParams = Field(default_factory=OpenAITeacherParams, description="the server and sampling of kind: openai")
 
 
 class FilterParams(Section):
     """Which trajectories become SFT data."""
 
-    require: Literal["final", "commonsense", "delivered"] = "final"
-    max_tokens: int = Field(1024, ge=64)
-    size: int = Field(1000, ge=1)
-    levels: dict[Literal["easy", "medium", "hard"], float] = Field(
-        default_factory=lambda: {"easy": 4, "medium": 3, "hard": 3}
+    require: Literal["final", "commonsense", "delivered"] = Field(
+        "final", description="what a kept plan must pass: final (every constraint) | commonsense | delivered (any plan)"
     )
-    seed: int = 0
+    max_tokens: int = Field(1536, ge=64, description="longest trajectory kept, counted with the policy's tokenizer, tools included")
+    size: int = Field(1000, ge=1, description="trajectories in the SFT set")
+    levels: dict[Literal["easy", "medium", "hard"], float] = Field(
+        default_factory=lambda: {"easy": 4, "medium": 3, "hard": 3}, description="relative weights of the levels easy, medium, hard in the SFT set"
+    )
+    seed: int = Field(0, description="seed of the draw")
 
 
 class ModelParams(Section):
     """The policy model: the built-in tiny one or any Hugging Face causal LM."""
 
-    name_or_path: str = BUILTIN_TINY
-    # render the tools' JSON schemas into the prompt (native tool calling); the
-    # system prompt lists the tools either way
-    tool_schemas: bool = False
-    tiny: TinySpec = Field(default_factory=TinySpec)
+    name_or_path: str = Field(BUILTIN_TINY, description="builtin:tiny, or a Hugging Face id or local directory, e.g. Qwen/Qwen2.5-7B-Instruct")
+    tool_schemas: bool = Field(
+        False, description="render the tools' JSON schemas into the prompt (native tool calling, big models); the system prompt lists the tools either way"
+    )
+    tiny: TinySpec = Field(default_factory=TinySpec, description="size of the built-in model (ignored for other models)")
 
 
 class LLMFormatterParams(OpenAIEndpoint):
-    model: str = "gpt-4o-mini"
-    timeout: float = Field(60.0, gt=0)
+    model: str = Field("gpt-4o-mini", description="the model name sent to the server")
+    timeout: float = Field(60.0, gt=0, description="seconds to wait for one reply")
 
 
 class FormatParams(Section):
     """Itinerary text to the official plan JSON."""
 
-    kind: Literal["rules", "llm"] = "rules"
-    llm: LLMFormatterParams = Field(default_factory=LLMFormatterParams)
+    kind: Literal["rules", "llm"] = Field("rules", description="rules: parse the itinerary | llm: ask an OpenAI-compatible model")
+    llm: LLMFormatterParams = Field(default_factory=LLMFormatterParams, description="the server of kind: llm")
 
 
 class OpenAIEndpointParams(OpenAIEndpoint):
-    concurrency: int = Field(8, ge=1, le=256)
+    concurrency: int = Field(8, ge=1, le=256, description="requests in flight at once")
 
 
 class InferParams(Section):
     """How policies are run on the test split."""
 
-    backend: Literal["transformers", "openai", "vllm"] = "transformers"
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_turns: int = Field(12, ge=1, le=200)
-    max_new_tokens: int = Field(256, ge=1)
-    max_total_tokens: int = Field(2048, ge=64)
-    # Consecutive unparseable turns that end an episode (0: no limit); an untrained model ends early.
-    max_invalid_turns: int = Field(3, ge=0)
-    batch_size: int = Field(32, ge=1)
-    seed: int = 0
-    openai: OpenAIEndpointParams = Field(default_factory=OpenAIEndpointParams)
+    backend: Literal["transformers", "openai", "vllm"] = Field(
+        "transformers", description="transformers | openai (any OpenAI-compatible server, e.g. vllm serve) | vllm"
+    )
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="sampling temperature; 0: greedy")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling: the probability mass sampled from")
+    max_turns: int = Field(12, ge=1, le=200, description="turns per episode")
+    max_new_tokens: int = Field(256, ge=1, description="tokens per turn")
+    max_total_tokens: int = Field(2048, ge=64, description="prompt and completion tokens per episode")
+    max_invalid_turns: int = Field(
+        3, ge=0, description="consecutive unparseable turns that end an episode (0: no limit); an untrained model ends early"
+    )
+    batch_size: int = Field(32, ge=1, description="episodes played at once")
+    seed: int = Field(0, description="seed of the sampling")
+    openai: OpenAIEndpointParams = Field(default_factory=OpenAIEndpointParams, description="the server of backend: openai")
 
 
 class EvaluateParams(Section):
-    mode: Literal["official", "strict"] = "official"
+    mode: Literal["official", "strict"] = Field(
+        "official", description="official: the TravelPlanner evaluation's verdicts, quirks included | strict: the intended rules"
+    )
 
 
 class QATeacherParams(Section):
     """The scripted QA expert that follows the hops through the search tool."""
 
-    samples: int = Field(1, ge=1, le=64)
-    seed: int = 0
-    mistake_rate: float = Field(0.1, ge=0.0, le=1.0)
+    samples: int = Field(1, ge=1, le=64, description="trajectories per question")
+    seed: int = Field(0, description="seed of the episodes")
+    mistake_rate: float = Field(0.1, ge=0.0, le=1.0, description="share of answers spoiled on purpose, so filtering has work to do")
 
 
 class QAFilterParams(Section):
     """Which QA trajectories become SFT data: exact-match answers only."""
 
-    max_tokens: int = Field(1024, ge=64)
-    size: int = Field(1000, ge=1)
-    levels: dict[str, float] = Field(default_factory=lambda: {"2hop": 1, "3hop": 1, "4hop": 1})
-    seed: int = 0
+    max_tokens: int = Field(1024, ge=64, description="longest trajectory kept, counted with the policy's tokenizer, tools included")
+    size: int = Field(800, ge=1, description="trajectories in the SFT set")
+    levels: dict[str, float] = Field(
+        default_factory=lambda: {"2hop": 1, "3hop": 1, "4hop": 1}, description="relative weights of the hop counts 2hop, 3hop, 4hop in the SFT set"
+    )
+    seed: int = Field(0, description="seed of the draw")
 
 
 class QAParams(Section):
     """The multi-hop QA domain: a search agent over a passage corpus."""
 
-    source: Literal["synthetic", "hotpotqa", "2wiki", "musique"] = "synthetic"
-    # the dataset file when source is a public one (users bring it; it is read, never copied)
-    path: str = ""
-    world: QAWorldSpec = Field(default_factory=QAWorldSpec)
-    questions: QuestionSpec = Field(default_factory=QuestionSpec)
-    top_k: int = Field(3, ge=1, le=50)  # passages per search
-    max_words: int | None = Field(None, ge=1)  # per passage in an observation; None = whole
-    max_turns: int = Field(8, ge=1, le=100)
-    teacher: QATeacherParams = Field(default_factory=QATeacherParams)
-    filter: QAFilterParams = Field(default_factory=QAFilterParams)
-    reward: QARewardParams = Field(default_factory=QARewardParams)
+    source: Literal["synthetic", "hotpotqa", "2wiki", "musique"] = Field(
+        "synthetic", description="synthetic: a generated knowledge world | hotpotqa | 2wiki | musique (then path: the dataset file)"
+    )
+    path: str = Field("", description="the dataset file when source is a public one (users bring it; it is read, never copied)")
+    world: QAWorldSpec = Field(default_factory=QAWorldSpec, description="the synthetic knowledge world: people, cities, countries, companies")
+    questions: QuestionSpec = Field(
+        default_factory=QuestionSpec, description="the questions: split sizes and seed for every source, hops and kinds for the synthetic one"
+    )
+    top_k: int = Field(3, ge=1, le=50, description="passages per search")
+    max_words: int | None = Field(None, ge=1, description="words per passage in an observation; null: the whole passage")
+    max_turns: int = Field(8, ge=1, le=100, description="turns per episode")
+    teacher: QATeacherParams = Field(default_factory=QATeacherParams, description="the scripted expert that writes the SFT trajectories")
+    filter: QAFilterParams = Field(default_factory=QAFilterParams, description="which trajectories become SFT data")
+    reward: QARewardParams = Field(
+        default_factory=QARewardParams, description="GRPO reward: outcome + format_weight * format + process_weight * process"
+    )
 
     @model_validator(mode="after")
     def _path(self) -> QAParams:

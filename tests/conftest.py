@@ -24,7 +24,8 @@ def real_sandbox(tp_database):
 
 @pytest.fixture(scope="session")
 def synthetic_sandbox():
-    from star.travel.synthetic import WorldSpec, generate_world
+    from star.travel.specs import WorldSpec
+    from star.travel.synthetic import generate_world
 
     return generate_world(WorldSpec(seed=0))
 

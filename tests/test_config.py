@@ -1,13 +1,29 @@
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import BaseModel
 
-from star.config import ParamsError, load_params
+from star.config import SECTIONS, ParamsError, load_params, parse_section, read_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+SCHEMA_MODULES = {
+    "star",
+    "star.config",
+    "star.models",
+    "star.models.spec",
+    "star.qa",
+    "star.qa.specs",
+    "star.train",
+    "star.train.copy_params",
+    "star.train.grpo_params",
+    "star.train.sft_params",
+    "star.travel",
+    "star.travel.specs",
+}
 
 
 def write(tmp_path, data) -> Path:
@@ -96,6 +112,39 @@ def test_reading_params_imports_no_torch():
     code = "import sys, star.config, flows.results, flows.evaluate; print(sorted(m for m in ('torch', 'transformers', 'trl') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", sorted(SECTIONS))
+def test_params_yaml_states_the_code_defaults(name):
+    """params.yaml and the schema's defaults are one set of values, so neither can drift from the other."""
+    data = read_yaml(ROOT / "params.yaml")
+    assert name in data
+    assert parse_section(name, data[name]).model_dump() == SECTIONS[name]().model_dump()
+
+
+def _models(annotation) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models(arg)]
+
+
+def _fields(model: type[BaseModel], path: str):
+    for name, field in model.model_fields.items():
+        yield f"{path}.{name}", field
+        for sub in _models(field.annotation):
+            yield from _fields(sub, f"{path}.{name}")
+
+
+def test_every_knob_is_described():
+    undescribed = [path for name, model in SECTIONS.items() for path, field in _fields(model, name) if not (field.description or "").strip()]
+    assert undescribed == []
+
+
+def test_reading_params_loads_only_the_schema():
+    """A stage's import closure starts with star.config: it must not pull in the domain logic."""
+    code = "import sys, star.config; print(' '.join(m for m in sys.modules if m == 'star' or m.startswith('star.')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert set(out.stdout.split()) - SCHEMA_MODULES == set()
 
 
 def test_a_dead_server_stops_a_stage_with_one_line_and_exit_3(tmp_path):

@@ -3,7 +3,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from star.models.tiny import TinySpec, make_tiny
 from star.models.tiny import TAG_TOKENS
-from star.train.copy_pretrain import CopySpec, copy_accuracy, copy_examples, copy_vocabulary, pretrain_copy
+from star.train.copy_params import CopySpec
+from star.train.copy_pretrain import copy_accuracy, copy_examples, copy_vocabulary, pretrain_copy
 
 NAMES = [f"Town{c}{d}" for c in "ABCDEF" for d in "XYZW"]
 

@@ -8,7 +8,8 @@ from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.evaluate import index_for
 from star.travel.expert import Expert
 from star.travel.filtering import select
-from star.travel.synthesize import SynthesisSpec, Synthesizer
+from star.travel.specs import SynthesisSpec
+from star.travel.synthesize import Synthesizer
 from star.travel.tools import TravelTools
 
 

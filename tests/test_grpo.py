@@ -8,12 +8,14 @@ from star.agent.policy import play
 from star.agent.rollout import RolloutLimits
 from star.config import GRPOStageParams
 from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
-from star.train.grpo import EpisodeRunner, GRPOParams, Scorer, episode_end, zero_variance_groups
-from star.train.process import ProcessRewards, process_reward
+from star.train.grpo import EpisodeRunner, Scorer, episode_end, zero_variance_groups
+from star.train.grpo_params import GRPOParams, ProcessRewards
+from star.train.process import process_reward
 from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.evaluate import index_for
 from star.travel.expert import Expert
-from star.travel.synthesize import SynthesisSpec, Synthesizer
+from star.travel.specs import SynthesisSpec
+from star.travel.synthesize import Synthesizer
 from star.travel.synthetic import entity_names
 from star.travel.tools import TravelTools
 
@@ -202,7 +204,10 @@ def test_one_step_raises_the_better_episodes_and_lowers_the_worse(tiny, tmp_path
     base, tokenizer, queries, tools, index = tiny
     model = copy.deepcopy(base)
     before = copy.deepcopy(base).eval()
-    params = GRPOParams(num_generations=4, queries_per_step=1, steps=1, learning_rate=1e-3, max_turns=2, max_new_tokens=24, mask_truncated_completions=False)
+    params = GRPOParams(
+        num_generations=4, queries_per_step=1, steps=1, learning_rate=1e-3, max_turns=2, max_new_tokens=24, mask_truncated_completions=False,
+        loss_type="grpo", scale_rewards="group",
+    )
     limits = RolloutLimits(max_turns=2, max_new_tokens=24, max_total_tokens=512)
 
     def play_batch(batch, seed, prefixes):

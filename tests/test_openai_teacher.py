@@ -36,7 +36,8 @@ from star.travel.openai_teacher import (
     reply_text,
     to_api_messages,
 )
-from star.travel.synthesize import SynthesisSpec, Synthesizer
+from star.travel.specs import SynthesisSpec
+from star.travel.synthesize import Synthesizer
 from star.travel.synthetic import entity_names
 from star.travel.tools import TravelTools
 

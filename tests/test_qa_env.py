@@ -10,10 +10,11 @@ from star.qa.data import Question
 from star.qa.env import QA_SYSTEM_PROMPT, QAEnv
 from star.qa.evaluate import aggregate, naive_rag_prompt, score_answer
 from star.qa.expert import QAExpert, run_episode, trajectory_row
-from star.qa.rewards import QARewardParams, call_verdicts, score_episode
+from star.qa.rewards import call_verdicts, score_episode
 from star.qa.search import QATools, SearchIndex
-from star.qa.synthesize import QuestionSpec, synthesize_questions
-from star.qa.world import QAWorldSpec, build_world
+from star.qa.specs import QARewardParams, QAWorldSpec, QuestionSpec
+from star.qa.synthesize import synthesize_questions
+from star.qa.world import build_world
 from star.travel.distill import answer_text, tool_call_text
 
 

@@ -4,8 +4,9 @@ import pytest
 
 from star.qa.data import Passage
 from star.qa.search import QATools, SearchIndex, tokenize
-from star.qa.synthesize import QuestionSpec, synthesize_questions
-from star.qa.world import QAWorldSpec, build_world
+from star.qa.specs import QAWorldSpec, QuestionSpec
+from star.qa.synthesize import synthesize_questions
+from star.qa.world import build_world
 
 
 @pytest.fixture(scope="module")

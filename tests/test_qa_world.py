@@ -7,8 +7,9 @@ import pytest
 from pydantic import ValidationError
 
 from star.qa.data import load_questions, save_questions
-from star.qa.synthesize import QuestionSpec, synthesize_questions
-from star.qa.world import KnowledgeWorld, QAWorldSpec, build_world, entity_names
+from star.qa.specs import QAWorldSpec, QuestionSpec
+from star.qa.synthesize import synthesize_questions
+from star.qa.world import KnowledgeWorld, build_world, entity_names
 
 SPEC = QuestionSpec(seed=3, sizes={"train": 400, "validation": 50, "test": 50})
 

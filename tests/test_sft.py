@@ -14,7 +14,8 @@ from star.train.sft import MetricsCallback, SFTParams, count_tokens, make_traine
 from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.evaluate import index_for
 from star.travel.expert import Expert
-from star.travel.synthesize import SynthesisSpec, Synthesizer
+from star.travel.specs import SynthesisSpec
+from star.travel.synthesize import Synthesizer
 from star.travel.synthetic import entity_names
 from star.travel.tools import TravelTools
 

@@ -22,7 +22,8 @@ from star.models.tiny import TinySpec, build_model, corpus_from_trajectories, ma
 from star.models.tiny import IM_END, PAD, SPECIAL_TOKENS, TAG_TOKENS
 from star.travel.env import SYSTEM_PROMPT, TravelEnv
 from star.travel.query import Query
-from star.travel.synthetic import WorldSpec, entity_names, generate_world
+from star.travel.specs import WorldSpec
+from star.travel.synthetic import entity_names, generate_world
 from star.travel.tools import TravelTools
 
 SMALL = dict(hidden_size=64, num_layers=2, num_heads=2, max_position_embeddings=4096)

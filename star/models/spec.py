@@ -10,10 +10,10 @@ class TinySpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    vocab_size: int = Field(4096, ge=300)  # BPE vocabulary; added tokens come on top
-    hidden_size: int = Field(256, ge=32)
-    num_layers: int = Field(4, ge=1)
-    num_heads: int = Field(4, ge=1)
-    intermediate_size: int | None = Field(None, ge=1)
-    max_position_embeddings: int = Field(2048, ge=64)
-    seed: int = 0
+    vocab_size: int = Field(4096, ge=300, description="BPE vocabulary of the tokenizer; added tokens (entity names, markup) come on top")
+    hidden_size: int = Field(128, ge=32, description="width of the transformer")
+    num_layers: int = Field(2, ge=1, description="transformer layers")
+    num_heads: int = Field(4, ge=1, description="attention heads per layer")
+    intermediate_size: int | None = Field(None, ge=1, description="width of the MLP; null: 4 * hidden_size")
+    max_position_embeddings: int = Field(2048, ge=64, description="longest sequence, in tokens, the model and its tokenizer accept")
+    seed: int = Field(0, description="seed of the weight initialisation")

@@ -22,30 +22,14 @@ so `process_weight: 0` and `format_weight: 0` leave the outcome reward alone.
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
-
 from star.qa.data import Question
 from star.qa.env import QAEnv
 from star.qa.metrics import exact_match, f1_score
+from star.qa.specs import QARewardParams
 from star.train.process import call_breakdown
 
 _INVALID = ("invalid", "unknown_tool")
 _FAILED = ("error", "fault")
-
-
-class QARewardParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    outcome: Literal["em", "f1"] = "f1"
-    format_weight: float = Field(0.1, ge=0.0)
-    process_weight: float = Field(0.1, ge=0.0)
-    informative: float = 1.0
-    uninformative: float = 0.0
-    repeated: float = -0.5
-    invalid: float = -1.0
-    failed: float = 0.0
 
 
 def call_verdicts(question: Question, env: QAEnv) -> list[str]:

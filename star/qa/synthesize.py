@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import random
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
 from star.qa.data import Question
+from star.qa.specs import SPLITS, QuestionSpec
 from star.qa.world import RELATIONS, YEARS, KnowledgeWorld
 
 # noun phrase for "relation of x", used inside a longer question
@@ -46,39 +45,7 @@ COMPARE = {
     "org": "Which company was founded {when}, {a} or {b}?",
     "city": "Which city was founded {when}, {a} or {b}?",
 }
-SPLITS = ("train", "validation", "test")
 MAX_TRIES = 1000  # per question, before concluding the world is too small
-
-
-class QuestionSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    seed: int = 0
-    sizes: dict[str, int] = Field(default_factory=lambda: {"train": 1000, "validation": 100, "test": 100})
-    hops: dict[int, float] = Field(default_factory=lambda: {2: 1.0, 3: 1.0, 4: 1.0})
-    kinds: dict[str, float] = Field(default_factory=lambda: {"bridge": 1.0, "comparison": 1.0})
-
-    @field_validator("sizes")
-    @classmethod
-    def _sizes(cls, value: dict[str, int]) -> dict[str, int]:
-        for split, n in value.items():
-            if split not in SPLITS or n < 0:
-                raise ValueError(f"sizes: {split}={n}; splits are {', '.join(SPLITS)} with sizes >= 0")
-        return value
-
-    @field_validator("hops")
-    @classmethod
-    def _hops(cls, value: dict[int, float]) -> dict[int, float]:
-        if not value or any(h not in (2, 3, 4) or w < 0 for h, w in value.items()) or sum(value.values()) <= 0:
-            raise ValueError(f"hops must weigh 2, 3 and 4 with weights >= 0, not all 0; got {value}")
-        return value
-
-    @field_validator("kinds")
-    @classmethod
-    def _kinds(cls, value: dict[str, float]) -> dict[str, float]:
-        if not value or any(k not in ("bridge", "comparison") or w < 0 for k, w in value.items()) or sum(value.values()) <= 0:
-            raise ValueError(f"kinds must weigh bridge and comparison with weights >= 0, not all 0; got {value}")
-        return value
 
 
 def _walk(world: KnowledgeWorld, rng: random.Random, length: int, start_kinds: list[str]) -> list[tuple[str, str]] | None:

@@ -12,34 +12,17 @@ import random
 from functools import cached_property
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict
 
 from star.io import write_json
 from star.qa.data import Passage
+from star.qa.specs import QAWorldSpec
 
 _ONSETS = ["b", "c", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z"]
 _VOWELS = ["a", "e", "i", "o", "u"]
 _CODAS = ["", "n", "r", "l", "s", "m"]
 
 WORLD_FILE = "world.json"
-
-
-class QAWorldSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    seed: int = 0
-    num_people: int = Field(200, ge=2)
-    num_places: int = Field(40, ge=2)  # cities
-    num_countries: int = Field(6, ge=1)
-    num_orgs: int = Field(60, ge=2)
-    # Two syllables give about 230,000 names; larger worlds need three.
-    name_syllables: int = Field(2, ge=2, le=4)
-
-    @model_validator(mode="after")
-    def _capitals(self) -> QAWorldSpec:
-        if self.num_countries > self.num_places:
-            raise ValueError(f"num_countries ({self.num_countries}) must not exceed num_places ({self.num_places}): every country needs a capital")
-        return self
 
 
 class Country(BaseModel):

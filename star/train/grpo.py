@@ -42,59 +42,14 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from star.train.process import ProcessRewards, call_breakdown, process_reward
+from star.train.grpo_params import GRPOParams
+from star.train.process import call_breakdown, process_reward
 from star.train.rewards import outcome_reward
 from star.travel.evaluate import SandboxIndex, evaluate_plan
 from star.travel.format import format_rules
 from star.travel.query import Query
-
-RewardKind = Literal["SUM", "MACRO", "SUCCESS", "CURRICULUM"]
-
-
-class GRPOParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    algorithm: Literal["grpo", "dapo", "arpo"] = "grpo"
-    reward: RewardKind = "CURRICULUM"
-    switch_at: float | int = 0.5  # CURRICULUM: a step (int) or a fraction of the steps (float)
-    process: ProcessRewards = Field(default_factory=ProcessRewards)
-    num_generations: int = Field(8, ge=2)
-    queries_per_step: int = Field(4, ge=1)
-    steps: int = Field(20, ge=1)
-    learning_rate: float = Field(5e-5, gt=0)
-    beta: float = Field(0.0, ge=0)
-    epsilon: float = Field(0.2, gt=0)
-    epsilon_high: float = Field(0.28, gt=0)
-    loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo"] = "grpo"
-    scale_rewards: Literal["group", "batch", "none"] = "group"
-    mask_truncated_completions: bool = True
-    temperature: float = Field(1.0, gt=0)
-    max_turns: int = Field(12, ge=1)
-    max_new_tokens: int = Field(256, ge=1)
-    max_total_tokens: int = Field(2048, ge=64)
-    dapo_max_tries: int = Field(2, ge=0)
-    # Task levels left out of RL training. A group whose episodes all succeed has
-    # no advantage, so tasks the SFT model already solves spend rollouts for nothing.
-    skip_levels: list[str] = Field(default_factory=list)
-    save_steps: int = Field(10, ge=1)
-    bf16: bool = False
-    gradient_checkpointing: bool = False
-    seed: int = 0
-
-    @model_validator(mode="after")
-    def _check(self) -> GRPOParams:
-        if self.epsilon_high < self.epsilon:
-            raise ValueError("epsilon_high must be >= epsilon (clip-higher)")
-        if isinstance(self.switch_at, float) and not 0 <= self.switch_at <= 1:
-            raise ValueError("switch_at as a fraction must lie in [0, 1]")
-        if self.algorithm == "arpo" and self.num_generations % 2:
-            raise ValueError("arpo splits each group in two: num_generations must be even")
-        return self
-
 
 def zero_variance_groups(rewards: list[float], group_size: int) -> list[int]:
     """Indices of the groups whose rewards are all equal (no advantage, no signal)."""

@@ -19,19 +19,9 @@ from __future__ import annotations
 
 import json
 
-from pydantic import BaseModel, ConfigDict, Field
+from star.train.grpo_params import ProcessRewards
 
 KIND_GROUPS = {"ok": "informative", "empty": "informative", "repeated": "repeated", "invalid": "invalid", "unknown_tool": "invalid", "error": "failed", "fault": "failed"}
-
-
-class ProcessRewards(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    weight: float = Field(0.1, ge=0.0)
-    informative: float = 1.0
-    repeated: float = -0.5
-    invalid: float = -1.0
-    failed: float = 0.0
 
 
 def process_reward(call_kinds: list[str], values: ProcessRewards) -> float:

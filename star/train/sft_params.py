@@ -8,14 +8,18 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class LoraParams(BaseModel):
+    """LoRA adapters in place of full fine-tuning."""
+
     model_config = ConfigDict(extra="forbid")
 
-    enabled: bool = False
-    r: int = Field(16, ge=1)
-    alpha: int = Field(32, ge=1)
-    dropout: float = Field(0.05, ge=0.0, lt=1.0)
-    # "all-linear": every linear layer but the LM head, which TRL cannot train through an adapter.
-    target_modules: list[str] | Literal["all-linear"] = "all-linear"
+    enabled: bool = Field(False, description="train LoRA adapters instead of the whole model (GPUs with a 7B model: true)")
+    r: int = Field(16, ge=1, description="rank of the adapters")
+    alpha: int = Field(32, ge=1, description="scale of the adapters: their update is multiplied by alpha / r")
+    dropout: float = Field(0.05, ge=0.0, lt=1.0, description="dropout on the adapters' input")
+    target_modules: list[str] | Literal["all-linear"] = Field(
+        "all-linear",
+        description="module names to adapt, or all-linear: every linear layer but the LM head, which TRL cannot train through an adapter",
+    )
 
     @model_validator(mode="after")
     def _targets(self) -> LoraParams:
@@ -33,24 +37,28 @@ class SFTParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    learning_rate: float = Field(1e-3, gt=0.0, le=1.0)
-    num_epochs: float = Field(3.0, gt=0.0)
-    max_steps: int = Field(0, ge=0)  # 0: train for num_epochs
-    per_device_batch_size: int = Field(8, ge=1)
-    gradient_accumulation_steps: int = Field(1, ge=1)
-    max_length: int = Field(1536, ge=16)  # longer conversations are cut at the end
-    warmup_ratio: float = Field(0.05, ge=0.0, lt=1.0)
-    weight_decay: float = Field(0.0, ge=0.0)
-    lr_scheduler: Literal["linear", "cosine", "constant", "constant_with_warmup"] = "cosine"
-    bf16: bool = False  # mixed precision; worth it on GPUs, slow on most CPUs
-    gradient_checkpointing: bool = False
-    packing: bool = False
-    logging_steps: int = Field(5, ge=1)
-    save_steps: int = Field(50, ge=1)
-    save_total_limit: int = Field(2, ge=1)
-    seed: int = 0
-    lora: LoraParams = Field(default_factory=LoraParams)
-    eval_fraction: float = Field(0.0, ge=0.0, lt=1.0)  # 0: no held-out loss
-    # Torch threads when training on CPU; 0 keeps torch's default. Small models
-    # on a shared machine often run faster on one thread than on two.
-    cpu_threads: int = Field(0, ge=0)
+    learning_rate: float = Field(2e-3, gt=0.0, le=1.0, description="peak learning rate")
+    num_epochs: float = Field(
+        8.0, gt=0.0, description="passes over the SFT set; copying names from the query is learnt late, so train as long as the budget allows"
+    )
+    max_steps: int = Field(0, ge=0, description="optimiser steps; 0: train for num_epochs")
+    per_device_batch_size: int = Field(8, ge=1, description="conversations per device in a batch")
+    gradient_accumulation_steps: int = Field(1, ge=1, description="batches accumulated per optimiser step")
+    max_length: int = Field(1536, ge=16, description="tokens per conversation; longer conversations are cut at the end")
+    warmup_ratio: float = Field(0.05, ge=0.0, lt=1.0, description="share of the steps spent warming up")
+    weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay")
+    lr_scheduler: Literal["linear", "cosine", "constant", "constant_with_warmup"] = Field(
+        "cosine", description="learning-rate schedule after warmup: linear | cosine | constant | constant_with_warmup"
+    )
+    bf16: bool = Field(False, description="mixed precision; worth it on GPUs, slow on most CPUs")
+    gradient_checkpointing: bool = Field(False, description="recompute activations in the backward pass to save memory")
+    packing: bool = Field(False, description="pack several conversations into each sequence of max_length tokens")
+    logging_steps: int = Field(5, ge=1, description="steps between logged metrics")
+    save_steps: int = Field(50, ge=1, description="steps between checkpoints")
+    save_total_limit: int = Field(2, ge=1, description="checkpoints kept; older ones are deleted")
+    seed: int = Field(0, description="seed of the data order, the held-out split and training")
+    lora: LoraParams = Field(default_factory=LoraParams, description="LoRA adapters in place of full fine-tuning")
+    eval_fraction: float = Field(0.0, ge=0.0, lt=1.0, description="share of the SFT set held out for an eval loss; 0: none")
+    cpu_threads: int = Field(
+        0, ge=0, description="torch threads when training on CPU; 0 keeps torch's default (small models on a shared machine often run faster on one thread)"
+    )

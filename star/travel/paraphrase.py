@@ -12,29 +12,16 @@ import os
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-from pydantic import BaseModel, ConfigDict, Field
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from star.service import ServiceError, client_timeout
 from star.travel.query import Query
+from star.travel.specs import ParaphraseSpec
 
 PROMPT = (
     "Rewrite this travel request in different words, as a traveller would write it. "
     "Keep every name, date and number exactly as written. Reply with the request only.\n\n{text}"
 )
-
-
-class ParaphraseSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = False
-    base_url: str = "http://127.0.0.1:8000/v1"
-    model: str = "gpt-4o-mini"
-    api_key_env: str = "OPENAI_API_KEY"
-    temperature: float = Field(0.7, ge=0.0, le=2.0)
-    timeout: float = Field(30.0, gt=0)
-    retries: int = Field(2, ge=0, le=10)
-    concurrency: int = Field(4, ge=1, le=64)
 
 
 class ParaphraseUnavailable(ServiceError):

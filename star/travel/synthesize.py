@@ -14,14 +14,12 @@ import math
 import random
 from collections import Counter
 from datetime import date, timedelta
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from star.travel.evaluate import evaluate_plan, index_for
 from star.travel.expert import Expert, run_on_tools
 from star.travel.query import Query
 from star.travel.sandbox import CUISINES, Sandbox
+from star.travel.specs import SynthesisSpec
 from star.travel.tools import TravelTools
 
 HOUSE_RULES = ("parties", "smoking", "children under 10", "pets", "visitors")
@@ -30,36 +28,6 @@ TRANSPORT = ("no flight", "no self-driving")
 LEVELS = ("easy", "medium", "hard")
 SPLITS = ("train", "validation", "test")
 CITIES_FOR_DAYS = {3: 1, 5: 2, 7: 3}
-
-
-class SynthesisSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    seed: int = 0
-    sizes: dict[Literal["train", "validation", "test"], int] = Field(
-        default_factory=lambda: {"train": 800, "validation": 50, "test": 100}
-    )
-    levels: dict[Literal["easy", "medium", "hard"], float] = Field(
-        default_factory=lambda: {"easy": 4, "medium": 3, "hard": 3}
-    )
-    days: dict[Literal[3, 5, 7], float] = Field(default_factory=lambda: {3: 1.0, 5: 0.0, 7: 0.0})
-    people: tuple[int, int] = (2, 8)  # medium and hard; easy is one person
-    budget_factor: dict[Literal["easy", "medium", "hard"], float] = Field(
-        default_factory=lambda: {"easy": 1.0, "medium": 0.75, "hard": 0.5}
-    )
-    budget_round: int = Field(50, ge=1)
-    max_attempts: int = Field(100, ge=1)  # per query; a slot still empty after them is counted as unfilled
-
-    @model_validator(mode="after")
-    def _check(self) -> SynthesisSpec:
-        for name in ("levels", "days"):
-            weights = getattr(self, name)
-            if any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
-                raise ValueError(f"{name} weights must be >= 0 with a positive sum")
-        low, high = self.people
-        if not 1 <= low <= high <= 8:
-            raise ValueError("people must be [low, high] within 1..8")
-        return self
 
 
 def quotas(total: int, weights: dict) -> dict:

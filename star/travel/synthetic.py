@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 import random
-from datetime import date, timedelta
+from datetime import timedelta
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from star.travel.sandbox import CUISINES, HOUSE_RULES, ROOM_TYPES, SCHEMA, Sandbox
+from star.travel.specs import WorldSpec
 
 _ONSETS = ["b", "c", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z"]
 _VOWELS = ["a", "e", "i", "o", "u"]
@@ -23,35 +23,6 @@ _EXTRA_CUISINES = ("Cafe", "Pizza", "Seafood", "BBQ", "Bakery")
 _RESTAURANT_KINDS = ("Grill", "Cafe", "Bistro", "Diner", "Kitchen")
 _HOTEL_KINDS = ("Inn", "Lodge", "Suites", "House")
 _SIGHT_KINDS = ("Park", "Museum", "Tower", "Garden", "Market")
-
-
-class WorldSpec(BaseModel):
-    """Size and ranges of the synthetic world."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    seed: int = 0
-    states: int = Field(4, ge=1, le=50)
-    cities_per_state: int = Field(4, ge=1, le=50)
-    accommodations_per_city: int = Field(4, ge=1, le=100)
-    restaurants_per_city: int = Field(6, ge=3, le=200)
-    attractions_per_city: int = Field(4, ge=1, le=100)
-    start_date: date = date(2022, 3, 1)
-    num_dates: int = Field(14, ge=3, le=366)
-    flight_route_prob: float = Field(0.6, ge=0.0, le=1.0)
-    flights_per_route_day: int = Field(2, ge=1, le=10)
-    flight_price: tuple[int, int] = (60, 400)
-    hotel_price: tuple[int, int] = (40, 300)
-    meal_cost: tuple[int, int] = (8, 60)
-    map_size_km: float = Field(1200.0, gt=0)
-
-    @model_validator(mode="after")
-    def _ranges(self) -> WorldSpec:
-        for name in ("flight_price", "hotel_price", "meal_cost"):
-            low, high = getattr(self, name)
-            if not 0 < low <= high:
-                raise ValueError(f"{name} must be [low, high] with 0 < low <= high, got [{low}, {high}]")
-        return self
 
 
 class _Names:

@@ -1,0 +1,75 @@
+"""The schema of the GRPO section and its process rewards: no logic, so params load without importing the trainer."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+RewardKind = Literal["SUM", "MACRO", "SUCCESS", "CURRICULUM"]
+
+
+class ProcessRewards(BaseModel):
+    """Agent-R1 process rewards: a value per tool call by the environment's verdict, averaged over the episode."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    weight: float = Field(0.1, ge=0.0, description="weight of the process reward: reward = outcome + weight * process; 0 turns it off")
+    informative: float = Field(1.0, description="value of a valid call (ok or empty result)")
+    repeated: float = Field(-0.5, description="value of a call repeated with the same tool and arguments")
+    invalid: float = Field(-1.0, description="value of an invalid call: bad format, arguments or tool")
+    failed: float = Field(0.0, description="value of a failed call: tool error or injected fault, not the agent's fault")
+
+
+class GRPOParams(BaseModel):
+    """Multi-turn GRPO hyperparameters."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    algorithm: Literal["grpo", "dapo", "arpo"] = Field(
+        "grpo", description="grpo | dapo (dynamic sampling + DAPO loss) | arpo (adaptive branching from the least certain turn)"
+    )
+    reward: RewardKind = Field(
+        "SUM", description="outcome reward: SUM | MACRO | SUCCESS | CURRICULUM (SUM until switch_at, then SUCCESS)"
+    )
+    switch_at: float | int = Field(0.5, description="CURRICULUM: the step (int) or fraction of the steps (float) where SUM turns into SUCCESS")
+    process: ProcessRewards = Field(default_factory=ProcessRewards, description="Agent-R1 process rewards added to the outcome reward")
+    num_generations: int = Field(8, ge=2, description="G: trajectories per query, one group")
+    queries_per_step: int = Field(4, ge=1, description="queries (groups) per optimiser step")
+    steps: int = Field(40, ge=1, description="optimiser steps")
+    learning_rate: float = Field(1e-4, gt=0, description="learning rate")
+    beta: float = Field(0.0, ge=0, description="KL coefficient; 0: no KL term, no reference model")
+    epsilon: float = Field(0.2, gt=0, description="lower clip range of the probability ratio")
+    epsilon_high: float = Field(0.28, gt=0, description="upper clip range, at least epsilon (clip-higher)")
+    loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo"] = Field(
+        "dr_grpo", description="TRL's loss: grpo | dr_grpo | dapo | bnpo (algorithm dapo always uses dapo)"
+    )
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        "none", description="divide advantages by the std of the group | batch | none (group: near-flat groups turn noise into full-size advantages)"
+    )
+    mask_truncated_completions: bool = Field(
+        True, description="leave episodes cut by a limit out of the loss; they stay in their group's reward statistics"
+    )
+    temperature: float = Field(1.0, gt=0, description="sampling temperature of the rollouts")
+    max_turns: int = Field(12, ge=1, description="turns per episode")
+    max_new_tokens: int = Field(256, ge=1, description="tokens per turn")
+    max_total_tokens: int = Field(2048, ge=64, description="prompt and completion tokens per episode")
+    dapo_max_tries: int = Field(2, ge=0, description="dapo: times a group whose rewards are all equal is replaced by another query's")
+    skip_levels: list[str] = Field(
+        default_factory=lambda: ["easy"],
+        description="task levels left out of RL training: groups the SFT model already solves carry no advantage",
+    )
+    save_steps: int = Field(10, ge=1, description="steps between checkpoints")
+    bf16: bool = Field(False, description="mixed precision; worth it on GPUs, slow on most CPUs")
+    gradient_checkpointing: bool = Field(False, description="recompute activations in the backward pass to save memory")
+    seed: int = Field(0, description="seed of the rollouts and of training")
+
+    @model_validator(mode="after")
+    def _check(self) -> GRPOParams:
+        if self.epsilon_high < self.epsilon:
+            raise ValueError("epsilon_high must be >= epsilon (clip-higher)")
+        if isinstance(self.switch_at, float) and not 0 <= self.switch_at <= 1:
+            raise ValueError("switch_at as a fraction must lie in [0, 1]")
+        if self.algorithm == "arpo" and self.num_generations % 2:
+            raise ValueError("arpo splits each group in two: num_generations must be even")
+        return self

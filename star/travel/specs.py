@@ -1,0 +1,90 @@
+"""The schema of the travel world, query synthesis and paraphrase sections: no logic, so params load without importing the domain."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class WorldSpec(BaseModel):
+    """Size and ranges of the synthetic world."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seed: int = Field(0, description="seed of the world generator")
+    states: int = Field(4, ge=1, le=50, description="number of states")
+    cities_per_state: int = Field(4, ge=1, le=50, description="cities in each state")
+    accommodations_per_city: int = Field(4, ge=1, le=100, description="accommodations in each city")
+    restaurants_per_city: int = Field(6, ge=3, le=200, description="restaurants in each city")
+    attractions_per_city: int = Field(4, ge=1, le=100, description="attractions in each city")
+    start_date: date = Field(date(2022, 3, 1), description="first date with flights (YYYY-MM-DD)")
+    num_dates: int = Field(14, ge=3, le=366, description="consecutive dates with flights, from start_date")
+    flight_route_prob: float = Field(0.6, ge=0.0, le=1.0, description="chance that a city pair has a flight route")
+    flights_per_route_day: int = Field(2, ge=1, le=10, description="flights on a route each date")
+    flight_price: tuple[int, int] = Field((60, 400), description="[low, high] price of a flight ticket, per person")
+    hotel_price: tuple[int, int] = Field((40, 300), description="[low, high] price of an accommodation, per night")
+    meal_cost: tuple[int, int] = Field((8, 60), description="[low, high] average cost of a meal, per person")
+    map_size_km: float = Field(1200.0, gt=0, description="side of the square map the cities lie on, in km")
+
+    @model_validator(mode="after")
+    def _ranges(self) -> WorldSpec:
+        for name in ("flight_price", "hotel_price", "meal_cost"):
+            low, high = getattr(self, name)
+            if not 0 < low <= high:
+                raise ValueError(f"{name} must be [low, high] with 0 < low <= high, got [{low}, {high}]")
+        return self
+
+
+class SynthesisSpec(BaseModel):
+    """Query synthesis: split sizes, difficulty and trip-length mix, budgets."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seed: int = Field(0, description="seed of the query composer")
+    sizes: dict[Literal["train", "validation", "test"], int] = Field(
+        default_factory=lambda: {"train": 1500, "validation": 100, "test": 200},
+        description="queries per split: train, validation, test",
+    )
+    levels: dict[Literal["easy", "medium", "hard"], float] = Field(
+        default_factory=lambda: {"easy": 4, "medium": 3, "hard": 3},
+        description="relative weights of the difficulty levels easy, medium, hard",
+    )
+    days: dict[Literal[3, 5, 7], float] = Field(
+        default_factory=lambda: {3: 1.0, 5: 0.0, 7: 0.0},
+        description="relative weights of the trip lengths (3 days = 1 city, 5 = 2, 7 = 3)",
+    )
+    people: tuple[int, int] = Field((2, 8), description="[low, high] travellers of medium and hard queries, within 1..8; easy is one person")
+    budget_factor: dict[Literal["easy", "medium", "hard"], float] = Field(
+        default_factory=lambda: {"easy": 1.0, "medium": 0.75, "hard": 0.5},
+        description="budget per level as a share of a typical plan's cost, never below the cheapest plan found",
+    )
+    budget_round: int = Field(50, ge=1, description="budgets are rounded up to a multiple of this, in dollars")
+    max_attempts: int = Field(100, ge=1, description="tries per query; a slot still empty after them is counted as unfilled")
+
+    @model_validator(mode="after")
+    def _check(self) -> SynthesisSpec:
+        for name in ("levels", "days"):
+            weights = getattr(self, name)
+            if any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
+                raise ValueError(f"{name} weights must be >= 0 with a positive sum")
+        low, high = self.people
+        if not 1 <= low <= high <= 8:
+            raise ValueError("people must be [low, high] within 1..8")
+        return self
+
+
+class ParaphraseSpec(BaseModel):
+    """Optional rewording of the synthesized queries by any OpenAI-compatible model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(False, description="reword the template texts; false keeps them as composed")
+    base_url: str = Field("http://127.0.0.1:8000/v1", description="the OpenAI-compatible server's URL")
+    model: str = Field("gpt-4o-mini", description="the model name sent to the server")
+    api_key_env: str = Field("OPENAI_API_KEY", description="environment variable that holds the API key")
+    temperature: float = Field(0.7, ge=0.0, le=2.0, description="sampling temperature of the rewording")
+    timeout: float = Field(30.0, gt=0, description="seconds to wait for one reply")
+    retries: int = Field(2, ge=0, le=10, description="retries of a request that failed on connection, timeout, 5xx or rate limit")
+    concurrency: int = Field(4, ge=1, le=64, description="requests in flight at once")
