@@ -114,7 +114,8 @@ def _plain_city(name: str) -> bool:
     return "from" not in name and "to " not in name and "(" not in name and name == name.strip()
 
 
-def build_world(sandbox: Sandbox, kind: str = "drive") -> World:
+def build_world(sandbox: Sandbox, kind: str = "drive", to: str | None = None) -> World:
+    """The first round trip (to the city `to`, when given) with enough rows."""
     cities = dict(sandbox.cities.select("city", "state").iter_rows())
     drive = _drive(sandbox)
     rest, attr, hotels = sandbox.restaurants, sandbox.attractions, sandbox.accommodations
@@ -141,6 +142,8 @@ def build_world(sandbox: Sandbox, kind: str = "drive") -> World:
     else:
         candidates = [(o, d, None) for (o, d) in drive if (d, o) in drive]
     for org, dest, flight in candidates:
+        if to is not None and dest != to:
+            continue
         if org == dest or org not in cities or dest not in cities or not (_plain_city(org) and _plain_city(dest)):
             continue
         r = _unique(rest, dest)
@@ -463,25 +466,55 @@ def test_quirk_breakfast_at_home_skips_the_days_other_meals(world):
     assert verdicts(q, edit(p, 1, breakfast="-"), world.sandbox, "cuisine") == {"official": True, "strict": True}
 
 
-def test_quirk_repeated_name_uses_first_row_cost(real_world):
+# The official code charges the first matching row of a repeated name
+# (`res['Average Cost'].values[0]` in get_total_cost, evaluation/hard_constraint.py);
+# both modes do, never the cheapest row.
+def _repeated_names(sandbox: Sandbox, table: str, price: str) -> pl.DataFrame:
+    """(name, city) written on several rows with different prices, rows in table order."""
+    rows = getattr(sandbox, table).filter(pl.col("name").is_not_null())
+    keys = [pl.col("name").str.strip_chars(), pl.col("city").str.strip_chars()]
+    return rows.group_by(keys, maintain_order=True).agg(pl.col(price)).filter(pl.col(price).list.n_unique() > 1)
+
+
+@pytest.mark.parametrize(
+    "kind, table, price", [("restaurant", "restaurants", "cost"), ("hotel", "accommodations", "price")]
+)
+def test_repeated_names_read_their_first_row(real_sandbox, kind, table, price):
+    ix = index_for(real_sandbox)
+    repeated = _repeated_names(real_sandbox, table, price)
+    assert repeated.height > 0
+    complete = getattr(real_sandbox, table).drop_nulls()
+    cheaper_later = 0
+    for name, city, prices in repeated.iter_rows():
+        # strict: the exact name's first row, among all rows
+        assert getattr(ix.exact(kind, name, city), price) == (prices[0] or 0), (name, city)
+        # official: the first complete row of the city whose name contains it
+        hits = complete.filter((pl.col("city") == city) & pl.col("name").str.contains(name, literal=True))
+        row = ix.first(kind, name, city)
+        assert (row is None) if hits.height == 0 else getattr(row, price) == hits[price][0], (name, city)
+        cheaper_later += min(p for p in prices if p is not None) < (prices[0] or 0)
+    if kind == "restaurant":
+        assert cheaper_later > 20  # the cheapest row is often not the first
+
+
+def test_repeated_name_costs_its_first_row_in_both_modes(real_world):
     w = real_world
-    rows = w.sandbox.restaurants.drop_nulls()
-    dup = (
-        rows.group_by("name", "city", maintain_order=True)
-        .agg(pl.col("cost"))
-        .filter(pl.col("cost").list.n_unique() > 1)
-        .row(0, named=True)
-    )
-    in_city = rows.filter(pl.col("city") == dup["city"])
-    first = in_city.filter(pl.col("name").str.contains(dup["name"], literal=True))["cost"][0]
+    repeated = _repeated_names(w.sandbox, "restaurants", "cost")
+    complete = w.sandbox.restaurants.drop_nulls()
+    for name, city, costs in repeated.iter_rows():
+        hits = complete.filter((pl.col("city") == city) & pl.col("name").str.contains(name, literal=True))
+        # a plain case: the official substring look-up finds this name's own first row
+        if costs[0] is not None and costs[0] > min(costs) and hits.height and hits["name"][0].strip() == name:
+            break
+    else:
+        raise AssertionError("no repeated restaurant whose first row is not its cheapest")
     q, p = make_query(w), make_plan(w)
-    with_dup = edit(p, 2, breakfast=f"{dup['name']}, {dup['city']}")
+    with_dup = edit(p, 2, breakfast=f"{name}, {city}")
     without = edit(p, 2, breakfast="-")
     delta = {
         m: evaluate_plan(q, with_dup, w.sandbox, m).cost - evaluate_plan(q, without, w.sandbox, m).cost for m in MODES
     }
-    assert delta == {"official": first * q.people_number, "strict": min(dup["cost"]) * q.people_number}
-    assert first != min(dup["cost"]) or dup["cost"][0] != min(dup["cost"])
+    assert delta == {"official": costs[0] * q.people_number, "strict": costs[0] * q.people_number}
 
 
 def test_rows_with_a_missing_value_exist_only_in_strict(real_world):
@@ -513,6 +546,35 @@ def test_minimum_nights_only_checked_on_a_unique_match_officially(real_world):
     p = make_plan(w)
     p = edit(edit(p, 1, accommodation=f"{prefix}, {w.dest}"), 2, accommodation=f"{prefix}, {w.dest}")
     assert verdicts(make_query(w), p, w.sandbox, "minimum_nights_stay")["official"] is True
+
+
+# ------------------------------------------------------ Washington, a city and a state
+@pytest.mark.parametrize("kind", ["drive", "flight"])
+@pytest.mark.parametrize("mode", MODES)
+def test_one_city_trip_to_washington_passes(real_sandbox, kind, mode):
+    ix = index_for(real_sandbox)
+    assert "Washington" in ix.states and ix.city_state["Washington"] != "Washington"
+    w = build_world(real_sandbox, kind=kind, to="Washington")
+    ev = evaluate_plan(make_query(w), make_plan(w), w.sandbox, mode)
+    assert ev.final_pass, ev.failed
+
+
+def test_state_trip_to_washington_visits_the_state(real_sandbox):
+    ix = index_for(real_sandbox)
+    state = sorted(c for c, s in ix.city_state.items() if s == "Washington" and _plain_city(c))
+    org = next(c for c, s in sorted(ix.city_state.items()) if s not in ("Washington", "District of Columbia"))
+    q = Query(org=org, dest="Washington", days=5, visiting_city_number=2, date=["2022-03-10"] * 5,
+              people_number=1, budget=10**9, query="A 5-day trip to 2 cities in Washington.")
+
+    def route(a: str, b: str) -> Plan:
+        cities = [f"from {org} to {a}", a, f"from {a} to {b}", b, f"from {b} to {org}"]
+        return Plan(idx=1, days=[Day(i + 1, c) for i, c in enumerate(cities)])
+
+    both = verdicts(q, route(state[0], state[1]), real_sandbox, "reasonable_city_route")
+    assert both == {"official": True, "strict": True}
+    # The city of Washington is in the District of Columbia, not in the state.
+    capital = verdicts(q, route(state[0], "Washington"), real_sandbox, "reasonable_city_route")
+    assert capital == {"official": False, "strict": False}
 
 
 def test_city_sequence_rules():
@@ -589,6 +651,69 @@ def test_plans_are_matched_to_queries_by_idx(real_world):
     queries = [make_query(w, idx=7), make_query(w, idx=9)]
     evs = evaluate_plans(queries, [make_plan(w, idx=9)], w.sandbox)
     assert [e.idx for e in evs] == [7, 9] and [e.delivered for e in evs] == [False, True]
+
+
+# --------------------------------------------------------------- JSON null
+def _null(w: World, day: int, field: str) -> Plan:
+    """The valid plan with one field null, read from submission JSON."""
+    row = make_plan(w).to_submission()
+    row["plan"][day - 1][field] = None
+    return plan_from_submission(json.loads(json.dumps(row)))
+
+
+# field, day -> commonsense failures (official, strict). Officially a null is skipped
+# like "-" but is not missing for completeness; a null hotel or city crashes the
+# official script, which fails those checks here. Strict reads a null as "-".
+NULL_CASES = {
+    ("breakfast", 2): (set(), {"complete_information"}),
+    ("lunch", 2): (set(), {"complete_information"}),
+    ("dinner", 2): (set(), {"complete_information"}),
+    ("attraction", 2): (set(), {"complete_information"}),
+    ("transportation", 1): (
+        {"non_conflicting_transportation"},
+        {"complete_information", "non_conflicting_transportation"},
+    ),
+    ("accommodation", 1): ({"minimum_nights_stay"}, {"complete_information"}),
+    ("current_city", 2): (
+        {"complete_information", "within_current_city", "reasonable_city_route"},
+        {"complete_information", "within_current_city", "reasonable_city_route"},
+    ),
+}
+
+
+@pytest.mark.parametrize("field, day", list(NULL_CASES), ids=[f"{f}{d}" for f, d in NULL_CASES])
+def test_null_field_follows_the_official_code(real_world, field, day):
+    w = real_world
+    plan = _null(w, day, field)
+    assert getattr(plan.days[day - 1], field) is None
+    official, strict = NULL_CASES[field, day]
+    q = make_query(w)
+    ev = {m: evaluate_plan(q, plan, w.sandbox, m) for m in MODES}
+    assert failed(ev["official"])[0] == official
+    bad = failed(ev["strict"])[0]
+    # a hotel missing on day 1 may also break its minimum nights, as "-" does
+    assert bad - {"minimum_nights_stay"} == strict if field == "accommodation" else bad == strict
+    dash = evaluate_plan(q, edit(make_plan(w), day, **{field: "-"}), w.sandbox, "strict")
+    assert dash.commonsense == ev["strict"].commonsense and dash.cost == ev["strict"].cost
+
+
+def test_null_meal_passes_officially_and_costs_nothing(real_world):
+    w = real_world
+    q = make_query(w)
+    plan = _null(w, 2, "lunch")
+    ev = evaluate_plan(q, plan, w.sandbox, "official")
+    assert ev.final_pass, ev.failed
+    assert ev.cost == hand_cost(w) - w.restaurants[3]["cost"] * q.people_number
+    # "-" is missing: the same plan with "-" fails completeness, and hard constraints are not evaluated
+    dash = evaluate_plan(q, edit(make_plan(w), 2, lunch="-"), w.sandbox, "official")
+    assert dash.commonsense["complete_information"] is False and set(dash.hard.values()) == {None}
+
+
+def test_null_survives_a_submission_round_trip(real_world, tmp_path):
+    path = tmp_path / "plans.jsonl"
+    write_submission(path, [_null(real_world, 2, "lunch")])
+    assert json.loads(path.read_text())["plan"][1]["lunch"] is None
+    assert read_submission(path)[0].days[1].lunch is None
 
 
 # ----------------------------------------------------- formats and the CLI

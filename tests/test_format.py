@@ -286,6 +286,85 @@ def test_round_trip_property(plan: Plan) -> None:
     assert format_rules(render_itinerary(plan)).days == plan.days
 
 
+# ------------------------------------------------------ real database names
+# (kind, Day field per layout); restaurants fill the meal a real plan would have.
+REAL_TABLES = {
+    "accommodations": ("hotel", {"stay": "accommodation", "arrive": "accommodation", "leave": "accommodation"}),
+    "restaurants": ("restaurant", {"stay": "lunch", "arrive": "dinner", "leave": "breakfast"}),
+    "attractions": ("attraction", {"stay": "attraction", "arrive": "attraction", "leave": "attraction"}),
+}
+
+
+def test_every_real_name_round_trips(real_sandbox) -> None:
+    """Name -> the expert's plan entry -> itinerary text -> rules formatter -> the same entry.
+
+    The expert writes an entry as "Name, City" (attractions "Name, City;") and
+    renders its answer with `render_itinerary(skip_empty=True)`; the official
+    plan fields are "Name, City". Each name is tried on a day in its city, on
+    the travel day into it (its city is the default) and on the travel day out
+    of it (its city must be written). A name's surrounding spaces are not kept:
+    the official evaluation strips them (get_valid_name_city in utils/func.py),
+    and so does this project's evaluator.
+    """
+    from star.travel.evaluate import _name_city
+
+    cities = sorted(set(real_sandbox.cities["city"]))
+    queries: dict[tuple[str, str], Query] = {}
+    failures: list[tuple[str, str, str, str, str]] = []
+    checked = 0
+    for table, (kind, fields) in REAL_TABLES.items():
+        rows = getattr(real_sandbox, table).select("name", "city").unique(maintain_order=True)
+        for name, city in rows.iter_rows():
+            if name is None or city is None:
+                continue
+            checked += 1
+            # The other end of the trip: the city a trailing ", X" of the name names, when
+            # there is one, so that the itinerary knows X as a city (the hard case).
+            suffix = name.rpartition(",")[2].strip()
+            other = suffix if suffix in cities and suffix != city else cities[cities[0] == city]
+            query = queries.get((other, city))
+            if query is None:
+                query = queries[other, city] = make_query(days=1, org=other, dest=city)
+            end = ";" if kind == "attraction" else ""
+            want = f"{name.strip()}, {city}{end}"
+            layouts = {"stay": city, "arrive": f"from {other} to {city}", "leave": f"from {city} to {other}"}
+            for layout, current in layouts.items():
+                field = fields[layout]
+                plan = Plan(idx=1, days=[Day(1, current, **{field: f"{name}, {city}{end}"})])
+                text = render_itinerary(plan, skip_empty=True)
+                got = getattr(format_rules(text, query).days[0], field)
+                if got != want:
+                    failures.append((kind, layout, name, text, got))
+            # The evaluator reads back the database name and city.
+            assert _name_city(want.removesuffix(";"), True) == (name.strip(), city)
+    assert checked > 19_000
+    assert not failures, f"{len(failures)} of {3 * checked} round trips differ, e.g. {failures[:3]}"
+
+
+@pytest.mark.parametrize(
+    "line, entry",
+    [
+        ("Stay: **Sea Inn**", "Sea Inn, Brint"),  # emphasis around a whole value is markdown
+        ("**Stay:** Sea Inn", "Sea Inn, Brint"),
+        ("- **Stay**: `Sea Inn`", "Sea Inn, Brint"),
+        ("Stay: **Cozy Space - Private Access**, Brint", "**Cozy Space - Private Access**, Brint"),
+        ("Stay: UWS Cozy room***", "UWS Cozy room***, Brint"),
+        ("Stay: Home: Cozy, quiet", "Home: Cozy, quiet, Brint"),
+        ("Stay: Big\\nRoom", "Big\nRoom, Brint"),
+        ("Stay: -, Brint", "-"),
+        ("Attractions: Mission Beach Boardwalk | Ocean Front Walk", "Mission Beach Boardwalk | Ocean Front Walk, Brint;"),
+        ("Attractions: -, Brint; Old Mill", "-, Brint;Old Mill, Brint;"),  # an attraction named "-"
+        ("Attractions: -", "-"),
+        ("Lunch: #45", "#45, Brint"),
+    ],
+)
+def test_entries_keep_their_characters(line: str, entry: str) -> None:
+    day = format_rules(f"Day 1: Brint\n{line}").days[0]
+    key = line.split(":")[0].strip("-* ")
+    field = {"Stay": "accommodation", "Attractions": "attraction", "Lunch": "lunch"}[key]
+    assert getattr(day, field) == entry
+
+
 # ------------------------------------------------------------------ llm path
 
 KEY_ENV = "STAR_TEST_FORMAT_KEY"

@@ -31,10 +31,13 @@ How `official` reads a plan, and what `strict` does instead
   (query.date[i]); a leg of any other kind (e.g. "Bus") fails strict.
 * Name look-ups: officially a restaurant, attraction or hotel matches when its
   database name *contains* the written name, in the written city, and the
-  first such row gives its cost, cuisines, rules and room type (so when a
-  name appears twice in a city, the first row's cost is used). Strict needs
-  the exact name (surrounding spaces ignored) and, when a name appears
-  several times in a city, reads the cheapest of those rows.
+  first such row in table order gives its cost, cuisines, rules and room
+  type (`res['Average Cost'].values[0]`, `res['price'].values[0]` in
+  `get_total_cost`, evaluation/hard_constraint.py). Strict needs the exact
+  name (surrounding spaces ignored; a name may hold a newline) and, when a
+  name appears several times in a city, also reads the first of those rows,
+  as the official code does: never the cheapest, which a planner that sorts
+  by price (the scripted expert) would pick.
 * Official rows are the rows the official tools load: they drop every row
   with a missing value (in the public database, 762 hotels, most without
   house rules). Strict sees every row.
@@ -45,8 +48,10 @@ How `official` reads a plan, and what `strict` does instead
   (unknown) city. Strict trims spaces after cutting.
 * Route: officially day 1 may stay in the origin without a "from ... to ..."
   and a 3-day trip may go to any city. Strict needs day 1 to leave the
-  origin and every city between the ends to be the destination (a city), or
-  in it (a state).
+  origin and every city between the ends to be the destination (a one-city
+  trip), or in it (a state, when the query visits two cities or more). The
+  query's visiting_city_number decides, not the name: Washington is both a
+  city and a state.
 * Transport modes: strict reads each leg once (flight, else self-driving,
   else taxi) for the conflict check and the "no flight"/"no self-driving"
   constraint; officially the conflict check prefers taxi, then
@@ -71,6 +76,16 @@ The only other known difference comes from reading submissions with
 fails completeness), extra keys are dropped (officially each filled one
 counts towards the 50% of filled fields), and a day without a "days" number
 gets its position.
+
+A null field (JSON `null`, Python None) is not "-". Officially every check
+first tests `unit[key] and unit[key] != '-'`, which skips a null like "-",
+but completeness tests `unit[key] in ['', '-']`, which a null passes: a null
+meal, attraction, transport or hotel is never missing, and it does not count
+as filled either (evaluation/commonsense_constraint.py, `is_not_absent`). A
+null hotel makes `is_valid_accommodaton` call `get_valid_name_city(None)` and
+a null current city makes `'from' in None` raise, so here those checks fail
+(minimum_nights_stay; reasonable_city_route, within_current_city and
+complete_information). Strict reads a null as "-".
 """
 
 from __future__ import annotations
@@ -149,6 +164,9 @@ ROOM_TYPE_OK: dict[str, Callable[[str], bool]] = {
 _FROM_TO = re.compile(r"from\s+(?P<a>.+?)\s+to\s+(?P<b>[^,]+)(?=[,\s]|$)")
 _BEFORE_PAREN = re.compile(r"^(?P<head>.*?)\([^)]*\)")
 _NAME_CITY = re.compile(r"(?P<name>.*?),\s*(?P<city>[^,]+)(\(\w[\w\s]*\))?$")
+# Strict: the name is everything before the last comma, newlines included
+# (officially "." stops at a newline, so only the name's last line is read).
+_NAME_CITY_DOTALL = re.compile(_NAME_CITY.pattern, re.DOTALL)
 _FLIGHT_NO = re.compile(r"flight number:\s*(?P<no>[^,\s]+)", re.IGNORECASE)
 
 
@@ -165,9 +183,9 @@ def _before_paren(text: str) -> str:
 
 
 @lru_cache(maxsize=1 << 16)
-def _name_city(text: str) -> tuple[str, str]:
+def _name_city(text: str, strict: bool = False) -> tuple[str, str]:
     """'Name, City' -> (name, city); ('-', '-') when there is no comma."""
-    m = _NAME_CITY.search(text)
+    m = (_NAME_CITY_DOTALL if strict else _NAME_CITY).search(text)
     if not m:
         return "-", "-"
     return m["name"].strip(), _before_paren(m["city"].strip()).strip()
@@ -205,7 +223,7 @@ def _pieces(attraction: str, strict: bool) -> list[str]:
 
 def _item_key(text: str) -> tuple[str, str]:
     """Identity of an item for the strict repeat checks."""
-    name, city = _name_city(text)
+    name, city = _name_city(text, True)
     return (name, city) if (name, city) != ("-", "-") else (text.strip(), "")
 
 
@@ -260,13 +278,20 @@ def _complete_rows(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.drop_nulls()
 
 
-def _cheapest(rows: Iterable[Any], price: Callable[[Any], float]) -> dict[tuple[str, str], Any]:
-    best: dict[tuple[str, str], Any] = {}
+def _first_rows(rows: Iterable[Any]) -> dict[tuple[str, str], Any]:
+    """The first row of each (name, city), in table order.
+
+    A name can appear twice in a city with different prices (27 restaurants
+    and one hotel in the public database). The official code charges the
+    first matching row: `get_total_cost` in evaluation/hard_constraint.py
+    reads `res['Average Cost'].values[0]` / `res['price'].values[0]`, and the
+    room rule, room type and cuisine checks read `.values[0]` / `.iloc[0]`.
+    Strict follows it, so both modes price a duplicate alike.
+    """
+    first: dict[tuple[str, str], Any] = {}
     for row in rows:
-        key = (row.name.strip(), row.city.strip())
-        if key not in best or price(row) < price(best[key]):
-            best[key] = row
-    return best
+        first.setdefault((row.name.strip(), row.city.strip()), row)
+    return first
 
 
 class SandboxIndex:
@@ -311,11 +336,11 @@ class SandboxIndex:
             for row in rows:
                 groups.setdefault(row.city, []).append(row)
             self._by_city[kind] = groups
-        # Strict view: every row, exact (trimmed) name and city, cheapest row.
+        # Strict view: every row, exact (trimmed) name and city, first row (as officially).
         self._exact: dict[str, dict[tuple[str, str], Any]] = {
-            "restaurant": _cheapest(restaurants(sandbox.restaurants), lambda r: r.cost),
-            "hotel": _cheapest(hotels(sandbox.accommodations), lambda h: h.price),
-            "attraction": _cheapest(attractions(sandbox.attractions), lambda a: 0),
+            "restaurant": _first_rows(restaurants(sandbox.restaurants)),
+            "hotel": _first_rows(hotels(sandbox.accommodations)),
+            "attraction": _first_rows(attractions(sandbox.attractions)),
         }
 
         # Flights: official by (number, origin, dest), priced by number alone; strict also by date.
@@ -399,30 +424,40 @@ def index_for(sandbox: Sandbox | SandboxIndex) -> SandboxIndex:
 # ------------------------------------------------------------- one plan, read
 @dataclass(slots=True)
 class _Day:
+    # None is a JSON null, kept in official mode only (see `_text`).
     number: Any
-    current_city: str
-    transportation: str
-    breakfast: str
-    attraction: str
-    lunch: str
-    dinner: str
-    accommodation: str
+    current_city: str | None
+    transportation: str | None
+    breakfast: str | None
+    attraction: str | None
+    lunch: str | None
+    dinner: str | None
+    accommodation: str | None
 
     @property
-    def meals(self) -> tuple[str, str, str]:
+    def meals(self) -> tuple[str | None, str | None, str | None]:
         return self.breakfast, self.lunch, self.dinner
 
 
-def _text(value: Any) -> str:
+def _text(value: Any, strict: bool) -> Any:
+    """A field as the checks read it.
+
+    Official mode keeps a null as None, for the checks to treat it as the
+    official code does (see the module doc): `_given(None)` and
+    `_blank(None)` are both False, and a check that would hand None to a
+    string function raises, which fails it. Strict reads a null as "-".
+    """
     if isinstance(value, str):
         return value
-    return "-" if value is None else str(value)
+    if value is None:
+        return "-" if strict else None
+    return str(value)
 
 
-def _read_day(day: Any) -> _Day:
+def _read_day(day: Any, strict: bool) -> _Day:
     get = (lambda k: day.get(k)) if isinstance(day, dict) else (lambda k: getattr(day, k, None))
     fields = ("current_city", "transportation", "breakfast", "attraction", "lunch", "dinner", "accommodation")
-    return _Day(get("days"), *(_text(get(k)) for k in fields))
+    return _Day(get("days"), *(_text(get(k), strict) for k in fields))
 
 
 @dataclass(slots=True)
@@ -433,7 +468,7 @@ class _Ctx:
     strict: bool
 
     def item(self, kind: str, text: str) -> Any | None:
-        name, city = _name_city(text)
+        name, city = _name_city(text, self.strict)
         return self.ix.exact(kind, name, city) if self.strict else self.ix.first(kind, name, city)
 
 
@@ -531,9 +566,9 @@ def _within_current_city(c: _Ctx) -> bool:
             items = [m for m in d.meals if _given(m)]
             if _given(d.attraction):
                 items += _pieces(d.attraction, True)
-            if any(_name_city(x)[1] not in cities for x in items):
+            if any(_name_city(x, True)[1] not in cities for x in items):
                 return False
-            if _given(d.accommodation) and _name_city(d.accommodation)[1] != cities[-1]:
+            if _given(d.accommodation) and _name_city(d.accommodation, True)[1] != cities[-1]:
                 return False
             continue
         # Official: on a day without travel the "cities" are the letters of the name.
@@ -586,7 +621,9 @@ def _reasonable_city_route(c: _Ctx) -> bool:
         route += cities
     if not route or route[0] != route[-1] or not _valid_sequence(route):
         return False
-    dest_is_state = q.dest in c.ix.states
+    # A multi-city trip goes to a state, a one-city trip to a city. Decided by
+    # the query's city count, not by the name: Washington is both.
+    dest_is_state = q.visiting_city_number > 1
     for k, city in enumerate(route):
         state = c.ix.city_state.get(city)
         if state is None:
@@ -745,7 +782,7 @@ def _cuisine(c: _Ctx, wanted: Any) -> bool:
         for meal in d.meals:
             if not _given(meal):
                 continue
-            if _name_city(meal)[1] == c.q.org:
+            if _name_city(meal, c.strict)[1] == c.q.org:
                 if c.strict:
                     continue
                 break  # official: a meal at home ends that day's meals
@@ -880,7 +917,7 @@ def evaluate_plan(
     try:
         if not plan.delivered or not isinstance(plan.days, list):
             return undelivered
-        days = [_read_day(d) for d in plan.days[: query.days]]
+        days = [_read_day(d, mode == "strict") for d in plan.days[: query.days]]
     except Exception:
         return undelivered
     if not days:

@@ -2,7 +2,9 @@
 
 A plan is a list of days; every entry is "Name, City" or "-". Reading is
 tolerant: anything malformed becomes an undelivered plan with a reason,
-never an exception.
+never an exception. A JSON null in a day's field is kept as None (not "-"):
+the official evaluation treats a null differently from "-" (see
+`parse_days`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ DAY_FIELDS = (
 
 @dataclass
 class Day:
+    """One day of a plan. Plans built here hold strings; one read from a
+    submission holds None where the JSON has null."""
+
     days: int
     current_city: str = "-"
     transportation: str = "-"
@@ -56,7 +61,17 @@ class Plan:
 
 
 def parse_days(raw: Any) -> tuple[list[Day], str | None]:
-    """Turn a JSON plan (list of day dicts) into Days, or ([], reason)."""
+    """Turn a JSON plan (list of day dicts) into Days, or ([], reason).
+
+    A missing key reads as "-". A null value stays None, because the
+    official evaluation does not read it as "-": its checks skip a null like
+    "-", but its completeness check only counts "" and "-" as missing, so a
+    null meal, attraction, transport or hotel passes it (without counting as
+    filled), and a null hotel or current city crashes the official script.
+    `star.travel.evaluate` reproduces that in official mode (the check that
+    would crash fails) and reads a null as "-" in strict mode. Any other
+    value becomes its str().
+    """
     if raw is None or raw == "" or raw == []:
         return [], "empty plan"
     if isinstance(raw, str):
@@ -78,7 +93,7 @@ def parse_days(raw: Any) -> tuple[list[Day], str | None]:
         values = {}
         for key in DAY_FIELDS[1:]:
             value = item.get(key, "-")
-            values[key] = "-" if value is None else str(value)
+            values[key] = None if value is None else str(value)
         days.append(Day(days=number, **values))
     return days, None
 
