@@ -18,7 +18,7 @@ from star.travel.synthesize import SPLITS, Synthesizer
 @task
 def compose_queries(world: Path, synthesize: SynthesizeParams, env: EnvParams) -> tuple[dict, dict]:
     spec = SynthesisSpec.model_validate(synthesize.model_dump(exclude={"paraphrase"}))
-    synthesizer = Synthesizer(Sandbox.load(world), spec, row_cap=env.row_cap)
+    synthesizer = Synthesizer(Sandbox.load(world), spec, row_cap=env.row_cap, max_calls=env.max_turns - 1)
     splits, stats = synthesizer.run(), dict(synthesizer.stats)
     if synthesize.paraphrase.enabled:
         for split, queries in splits.items():

@@ -65,11 +65,17 @@ def test_every_query_is_feasible_and_the_expert_passes(sandbox, synthesized):
     index = index_for(sandbox)
     queries = [q for s in splits.values() for q in s]
     expert = Expert(mistake_rate=0.0, top_k=3, upgrade_prob=0.5)
-    passed = 0
+    passed = mispriced = 0
     for q in queries:
         answer, _ = run_on_tools(expert.script(q, random.Random(q.idx)), tools)
-        passed += evaluate_plan(q, answer.plan, index).final_pass
-    assert passed / len(queries) >= 0.99
+        evaluation = evaluate_plan(q, answer.plan, index)
+        passed += evaluation.final_pass
+        # The official evaluator prices a name by its first row in the table; when a city lists
+        # a chain twice, the capped tools may show only the other row. Nothing else may fail.
+        if not evaluation.final_pass:
+            assert answer.ok and evaluation.failed == ["budget"] and evaluation.cost != answer.cost, (q, evaluation.failed)
+            mispriced += 1
+    assert mispriced / len(queries) <= 0.03 and passed + mispriced == len(queries)
 
 
 def test_budget_is_never_below_the_cheapest_plan(synthesized):
@@ -100,3 +106,18 @@ def test_expert_reads_observations(real_sandbox):
     assert hotels[0].cost == 164 and hotels[0].extra == ("Entire home/apt", 4, 3, "No smoking & No pets")
     food = parse_restaurants(tools["SearchRestaurant"].execute({"city": "Binghamton"}).content)
     assert (food[0].name, food[0].cost, food[0].extra) == ("Hoot", 10, ("Bakery", "Mexican", "Indian", "Fast Food"))
+
+
+def test_keep_feasible_sets_budgets_from_the_solver_and_counts_the_expert(real_sandbox):
+    assert SynthesisSpec().keep == "expert"
+    spec = SynthesisSpec(seed=2, sizes={"train": 12, "validation": 0, "test": 0}, days=ALL_DAYS, keep="feasible")
+    synthesizer = Synthesizer(real_sandbox, spec)
+    queries = synthesizer.run()["train"]
+    stats = synthesizer.stats
+    assert len(queries) == 12 and stats["expert_solved"] + stats["expert_unsolved"] == 12
+    assert sum(v for k, v in stats.items() if k.startswith("expert_solved_")) == stats["expert_solved"]
+    for q in queries:
+        answer = synthesizer.solver.solve(q)
+        factor = spec.budget_factor[q.level]
+        assert q.budget == max(answer.cost, -(-factor * answer.reference_cost // spec.budget_round) * spec.budget_round)
+        assert evaluate_plan(q, answer.plan, synthesizer.index).final_pass

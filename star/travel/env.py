@@ -18,7 +18,7 @@ Attractions: name; name
 Lunch: name
 Dinner: name
 Stay: name | -
-Tools: SearchFlight{departure, destination, date}, GoogleDistanceMatrix{departure, destination, mode}, SearchAccommodation{city}, SearchRestaurant{city}, SearchAttraction{city}, SearchCity{state}."""
+Tools: SearchFlight{departure, destination, date}, GoogleDistanceMatrix{departure, destination, mode}, SearchAccommodation{city, room_type, house_rule, nights}, SearchRestaurant{city, cuisine}, SearchAttraction{city}, SearchCity{state}; only city is required in SearchAccommodation and SearchRestaurant."""
 
 
 class TravelEnv(ToolEnv):

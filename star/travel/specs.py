@@ -62,6 +62,11 @@ class SynthesisSpec(BaseModel):
     )
     budget_round: int = Field(50, ge=1, description="budgets are rounded up to a multiple of this, in dollars")
     max_attempts: int = Field(100, ge=1, description="tries per query; a slot still empty after them is counted as unfilled")
+    keep: Literal["expert", "feasible"] = Field(
+        "expert",
+        description="which queries are kept and whose plan sets the budget: expert = those the scripted expert solves through the tools;"
+        " feasible = those the solver over the full sandbox solves (the stats count how many the expert solves too)",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> SynthesisSpec:

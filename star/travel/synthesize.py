@@ -1,11 +1,13 @@
 """Atomic-element query synthesis with a real feasibility check.
 
 A query is composed from atomic elements (origin, destination city or state,
-dates, days and cities, people, local constraints), then the expert plans it
-through the tools. It is kept only if the expert's plan passes the evaluator
-with the budget set, so every kept query is solvable by an agent that sees
-only the tools' observations. The budget is the level's share of a typical
-plan's cost, never below the cheapest plan the expert found.
+dates, days and cities, people, local constraints), then planned: by the
+expert through the tools (`keep: expert`, so every kept query is solvable by
+an agent that sees only the tools' observations) or by the solver over the
+whole sandbox (`keep: feasible`, so the kept queries are what is feasible,
+and the stats count how many of them the expert solves too). A query is kept
+only if that plan passes the evaluator with the budget set. The budget is the
+level's share of a typical plan's cost, never below the plan's own cost.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from datetime import date, timedelta
 
 from star.travel.evaluate import evaluate_plan, index_for
 from star.travel.expert import Expert, run_on_tools
+from star.travel.planning import Answer
 from star.travel.query import Query
 from star.travel.sandbox import CUISINES, Sandbox
+from star.travel.solver import Solver
 from star.travel.specs import SynthesisSpec
 from star.travel.tools import TravelTools
 
@@ -41,11 +45,14 @@ def quotas(total: int, weights: dict) -> dict:
 
 
 class Synthesizer:
-    def __init__(self, sandbox: Sandbox, spec: SynthesisSpec, row_cap: int = 5):
+    def __init__(self, sandbox: Sandbox, spec: SynthesisSpec, row_cap: int = 5, max_calls: int | None = None):
+        """`max_calls`: the expert's tool calls per query (the environment's turns less the answer); None = its own cap."""
         self.spec = spec
         self.tools = {t.name: t for t in TravelTools(sandbox, row_cap=row_cap).as_tools()}
         self.index = index_for(sandbox)
         self.expert = Expert(mistake_rate=0.0, top_k=1, upgrade_prob=0.0)
+        self.max_calls = max_calls
+        self.solver = Solver(sandbox) if spec.keep == "feasible" else None
         ix = TravelTools(sandbox, row_cap=row_cap)
         drivable = {k for k, r in ix.distances.items() if r["distance_km"] and r["duration"] and "day" not in r["duration"]}
         legs = ix.routes | drivable
@@ -105,9 +112,12 @@ class Synthesizer:
                     local[kind] = rng.choice(TRANSPORT)
         return Query(idx=idx, org=org, dest=dest, days=days, visiting_city_number=k, date=dates, people_number=people, local_constraint=local, budget=0, level=level)
 
+    def expert_answer(self, query: Query) -> Answer:
+        return run_on_tools(self.expert.script(query, random.Random(0), self.max_calls), self.tools)[0]
+
     def solve(self, query: Query) -> Query | None:
-        """Set the budget from the expert's plans; None if no feasible plan."""
-        answer, _ = run_on_tools(self.expert.script(query, random.Random(0)), self.tools)
+        """Set the budget from the expert's or the solver's plan; None if it found no feasible plan."""
+        answer = self.solver.solve(query) if self.solver is not None else self.expert_answer(query)
         if not answer.ok:
             self.stats[f"dropped_{answer.reason.split(' in ')[0]}"] += 1
             return None
@@ -118,6 +128,10 @@ class Synthesizer:
         if not evaluate_plan(query, answer.plan, self.index).final_pass:
             self.stats["dropped_evaluator"] += 1
             return None
+        if self.solver is not None:
+            solved = evaluate_plan(query, self.expert_answer(query).plan, self.index).final_pass
+            self.stats[f"expert_{'solved' if solved else 'unsolved'}"] += 1
+            self.stats[f"expert_{'solved' if solved else 'unsolved'}_{query.days}d_{query.level}"] += 1
         return query
 
     def run(self) -> dict[str, list[Query]]:

@@ -4,6 +4,11 @@ Observations are short and deterministic: one line per row, cheapest first,
 at most `row_cap` rows, entity names written exactly as in the sandbox so
 the same name reads the same in the query, the call and the plan. Lookups
 are dicts built once, and each distinct answer is rendered once.
+
+The row cap can hide the only place that fits a query (a room type, a house
+rule, a short stay, a cuisine), so SearchAccommodation and SearchRestaurant
+take optional filters in the query's own words. Without them a tool answers
+as the official one does (every row, cheapest first, then the cap).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from functools import lru_cache
 import polars as pl
 
 from star.env.core import Tool, ToolError, ToolResult
+from star.travel.evaluate import HOUSE_RULE_TEXT, ROOM_TYPE_OK
 from star.travel.sandbox import Sandbox
 
 _PAREN = re.compile(r"\(.*$")
@@ -40,6 +46,23 @@ def _price(row: dict, key: str) -> float:
 
 def _value(value: object) -> str:
     return "-" if value is None or value == "" else str(value)
+
+
+def _hotel_fits(row: dict, room_type: str, house_rule: str, nights: str) -> bool:
+    if room_type and not ROOM_TYPE_OK[room_type](row["room_type"]):
+        return False
+    if house_rule and HOUSE_RULE_TEXT[house_rule] in (row["house_rules"] or ""):
+        return False
+    return not nights or (row["minimum_nights"] or 0) <= int(nights)
+
+
+def _serves(cuisines: str | None, cuisine: str) -> bool:
+    return cuisine.lower() in {c.strip().lower() for c in (cuisines or "").split(",")}
+
+
+def _matching(room_type: str, house_rule: str, nights: str) -> str:
+    parts = [room_type, f"allowing {house_rule}" if house_rule else "", f"for {nights} nights" if nights else ""]
+    return " matching " + ", ".join(p for p in parts if p) if any(parts) else ""
 
 
 class TravelTools:
@@ -104,17 +127,21 @@ class TravelTools:
             lines = [f"{r['flight_number']} | {r['dep_time']}-{r['arr_time']} | ${r['price']}" for r in rows]
             return self._rows(lines, f"No flights from {key[0]} to {key[1]} on {key[2]}.")
         if kind == "hotel":
-            rows = sorted(self.hotels.get(key, []), key=lambda r: (_price(r, "price"), _value(r["name"])))
+            city, room_type, house_rule, nights = key
+            rows = sorted(self.hotels.get((city,), []), key=lambda r: (_price(r, "price"), _value(r["name"])))
+            rows = [r for r in rows if _hotel_fits(r, room_type, house_rule, nights)]
             lines = [
                 f"{_value(r['name'])} | {r['room_type']} | ${_value(r['price'])} | min {_value(r['minimum_nights'])} nights"
                 f" | max {r['max_occupancy']} people | rules: {_value(r['house_rules'])}"
                 for r in rows
             ]
-            return self._rows(lines, f"No accommodation in {key[0]}.")
+            return self._rows(lines, f"No accommodation in {city}{_matching(room_type, house_rule, nights)}.")
         if kind == "restaurant":
-            rows = sorted(self.restaurants.get(key, []), key=lambda r: (_price(r, "cost"), _value(r["name"])))
+            city, cuisine = key
+            rows = sorted(self.restaurants.get((city,), []), key=lambda r: (_price(r, "cost"), _value(r["name"])))
+            rows = [r for r in rows if not cuisine or _serves(r["cuisines"], cuisine)]
             lines = [f"{r['name']} | {r['cuisines']} | ${r['cost']}" for r in rows]
-            return self._rows(lines, f"No restaurants in {key[0]}.")
+            return self._rows(lines, f"No restaurants in {city}{f' serving {cuisine}' if cuisine else ''}.")
         if kind == "attraction":
             lines = [_value(r["name"]) for r in self.attractions.get(key, [])]
             return self._rows(lines, f"No attractions in {key[0]}.")
@@ -164,21 +191,33 @@ class TravelTools:
         cost = int(km * 0.05) if mode == "self-driving" else int(km)
         return f"{mode} {origin} to {dest}: {row['duration']}, {km:g} km, ${cost}"
 
-    def SearchAccommodation(self, city: str) -> str | ToolResult:
+    def SearchAccommodation(self, city: str, room_type: str = "", house_rule: str = "", nights: str = "") -> str | ToolResult:
         """Places to stay.
 
         Args:
             city: City.
+            room_type: Optional: entire room, private room, shared room or not shared room.
+            house_rule: Optional: what guests will do (parties, smoking, children under 10, pets, visitors); hides places that forbid it.
+            nights: Optional: nights of the stay; hides places whose minimum stay is longer.
         """
-        return self._render("hotel", self._city(city))
+        room_type, house_rule = room_type.strip().lower(), house_rule.strip().lower()
+        if room_type and room_type not in ROOM_TYPE_OK:
+            raise ToolError(f"room_type must be one of {', '.join(ROOM_TYPE_OK)}, not '{room_type}'.")
+        if house_rule and house_rule not in HOUSE_RULE_TEXT:
+            raise ToolError(f"house_rule must be one of {', '.join(HOUSE_RULE_TEXT)}, not '{house_rule}'.")
+        nights = nights.strip()
+        if nights and not nights.isdigit():
+            raise ToolError(f"nights must be a whole number, not '{nights}'.")
+        return self._render("hotel", self._city(city), room_type, house_rule, nights)
 
-    def SearchRestaurant(self, city: str) -> str | ToolResult:
+    def SearchRestaurant(self, city: str, cuisine: str = "") -> str | ToolResult:
         """Restaurants.
 
         Args:
             city: City.
+            cuisine: Optional: only places that serve it.
         """
-        return self._render("restaurant", self._city(city))
+        return self._render("restaurant", self._city(city), cuisine.strip())
 
     def SearchAttraction(self, city: str) -> str | ToolResult:
         """Attractions.
