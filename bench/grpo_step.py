@@ -24,12 +24,13 @@ from pathlib import Path
 import torch
 
 from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
-from star.train.grpo import Scorer, train_grpo
+from star.train.grpo import train_grpo
 from star.train.grpo_params import GRPOParams
 from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.env import SYSTEM_PROMPT, TravelEnv
 from star.travel.evaluate import index_for
 from star.travel.expert import Expert
+from star.travel.rewards import Scorer
 from star.travel.specs import SynthesisSpec, WorldSpec
 from star.travel.synthesize import Synthesizer
 from star.travel.synthetic import entity_names, generate_world

@@ -14,7 +14,6 @@ import random
 import sys
 import time
 
-
 sys.path.insert(0, os.path.dirname(__file__))
 from common import travelplanner_db  # noqa: E402
 

@@ -12,9 +12,10 @@ from prefect import flow
 
 from flows.tasks import task
 from star.config import EnvParams, TeacherParams
+from star.env.teacher import Teacher
 from star.io import atomic_dir, read_jsonl, write_json
 from star.resume import ProgressLog, run_resumable
-from star.travel.distill import ExpertTeacher, Teacher, run_episode
+from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.evaluate import index_for
 from star.travel.expert import Expert
 from star.travel.query import Query

@@ -9,15 +9,14 @@ from prefect import flow
 from flows.tasks import task
 from star.config import EvaluateParams, FormatParams
 from star.io import read_jsonl, write_json, write_jsonl
-from star.travel.evaluate import aggregate, evaluate_plans, read_queries
-from star.travel.format import format_itinerary
 from star.travel.plan import Plan, read_submission, write_submission
-from star.travel.results import flat_metrics
-from star.travel.sandbox import Sandbox
+from star.travel.query import read_queries
 
 
 @task
 def format_answers(format: FormatParams, queries: Path, trajectories: Path) -> list[Plan]:
+    from star.travel.format import format_itinerary
+
     by_query = {row["query_id"]: row for row in read_jsonl(trajectories)}
     plans = []
     for query in read_queries(queries):
@@ -42,6 +41,9 @@ def format_flow(format: FormatParams, queries: Path, trajectories: Path, out: Pa
 
 @task
 def score(evaluate: EvaluateParams, world: Path, queries: Path, plans: Path) -> tuple[dict, list[dict]]:
+    from star.travel.evaluate import aggregate, evaluate_plans
+    from star.travel.sandbox import Sandbox
+
     query_list = read_queries(queries)
     evaluations = evaluate_plans(query_list, read_submission(plans), Sandbox.load(world), evaluate.mode)
     rows = [{**e.to_dict(), "level": q.level, "days": q.days} for q, e in zip(query_list, evaluations)]
@@ -50,6 +52,8 @@ def score(evaluate: EvaluateParams, world: Path, queries: Path, plans: Path) -> 
 
 @flow(name="evaluate")
 def evaluate_flow(evaluate: EvaluateParams, world: Path, queries: Path, plans: Path, out: Path) -> dict[str, float]:
+    from star.travel.results import flat_metrics
+
     summary, rows = score(evaluate, world, queries, plans)
     metrics = flat_metrics(summary)
     write_json(out / "metrics.json", metrics)

@@ -11,7 +11,7 @@ from flows.tasks import task
 from star.config import FilterParams, ModelParams
 from star.io import atomic_dir, read_jsonl, write_json
 from star.models.base import model_source
-from star.travel.filtering import select
+from star.train.filtering import select
 
 
 @task

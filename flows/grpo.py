@@ -19,9 +19,10 @@ from star.travel.sandbox import Sandbox
 def reinforce(grpo: GRPOStageParams, env: EnvParams, model: ModelParams, world: Path, queries: Path, sft: Path, out: Path, checkpoints: Path, curve: Path) -> dict[str, float]:
     import mlflow
 
-    from star.train.grpo import Scorer, train_grpo
+    from star.train.grpo import train_grpo
     from star.travel.env import SYSTEM_PROMPT, TravelEnv
     from star.travel.evaluate import index_for
+    from star.travel.rewards import Scorer
     from star.travel.tools import TravelTools
 
     sandbox = Sandbox.load(world)

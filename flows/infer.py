@@ -4,24 +4,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prefect import flow
 
 from flows.tasks import task
 from star.config import EnvParams, InferParams, ModelParams, TeacherParams
 from star.io import atomic_dir, read_jsonl
-from star.models.base import model_source
-from star.travel.evaluate import index_for
-from star.travel.query import Query
-from star.travel.sandbox import Sandbox
-from star.travel.tools import TravelTools
+
+if TYPE_CHECKING:  # QA stages import this module too: travel code loads only where a travel flow runs
+    from star.travel.query import Query
+    from star.travel.sandbox import Sandbox
 
 
 @task
 def run_teacher(teacher: TeacherParams, env: EnvParams, sandbox: Sandbox, queries: list[Query]) -> list[dict]:
     from flows.distill import make_teacher
     from star.travel.distill import run_episode
+    from star.travel.evaluate import index_for
+    from star.travel.tools import TravelTools
 
     # The reference is the teacher at its best: no deliberate mistakes.
     agent = make_teacher(teacher.model_copy(update={"mistake_rate": 0.0}))
@@ -34,6 +35,7 @@ def load_policy(infer: InferParams, model_dir: Path) -> tuple[Any, Any]:
     from transformers import AutoTokenizer
 
     from star.agent.backends import make_backend
+    from star.models.base import model_source
 
     source = model_source(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(source)
@@ -53,8 +55,9 @@ def load_policy(infer: InferParams, model_dir: Path) -> tuple[Any, Any]:
 
 @task
 def run_model(infer: InferParams, env: EnvParams, model: ModelParams, sandbox: Sandbox, queries: list[Query], model_dir: Path, policy: str) -> list[dict]:
-    from star.agent.policy import play, trajectory_row
     from star.agent.rollout import RolloutLimits
+    from star.travel.play import play, trajectory_row
+    from star.travel.tools import TravelTools
 
     backend, tokenizer = load_policy(infer, model_dir)
     limits = RolloutLimits(max_turns=infer.max_turns, max_new_tokens=infer.max_new_tokens, max_total_tokens=infer.max_total_tokens, max_invalid_turns=infer.max_invalid_turns)
@@ -81,6 +84,9 @@ def save_rows(rows: list[dict], out: Path) -> dict[str, float]:
 
 @flow(name="infer")
 def infer_flow(infer: InferParams, env: EnvParams, model: ModelParams, policy: str, world: Path, queries: Path, model_dir: Path, out: Path) -> dict[str, float]:
+    from star.travel.query import Query
+    from star.travel.sandbox import Sandbox
+
     sandbox = Sandbox.load(world)
     query_list = [Query.model_validate(r) for r in read_jsonl(queries)]
     return save_rows(run_model(infer, env, model, sandbox, query_list, model_dir, policy), out)
@@ -88,6 +94,9 @@ def infer_flow(infer: InferParams, env: EnvParams, model: ModelParams, policy: s
 
 @flow(name="infer_teacher")
 def infer_teacher_flow(teacher: TeacherParams, env: EnvParams, world: Path, queries: Path, out: Path) -> dict[str, float]:
+    from star.travel.query import Query
+    from star.travel.sandbox import Sandbox
+
     sandbox = Sandbox.load(world)
     query_list = [Query.model_validate(r) for r in read_jsonl(queries)]
     return save_rows(run_teacher(teacher, env, sandbox, query_list), out)

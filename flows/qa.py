@@ -14,28 +14,32 @@ import json
 import random
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prefect import flow
 from tqdm import tqdm
 
-from flows.infer import load_policy, save_rows
 from flows.tasks import task
 from star.config import EnvParams, GRPOStageParams, InferParams, ModelParams, QAParams
 from star.io import atomic_dir, content_digest, read_jsonl, write_json
-from star.models.base import model_source
 from star.qa.data import Question, load_questions, save_passages, save_questions
-from star.qa.search import QATools, SearchIndex
+
+if TYPE_CHECKING:  # each flow imports what it runs, so a stage's deps list only its own code
+    from star.qa.search import QATools
 
 SPLITS = ("train", "validation", "test")
 
 
 def _tools(qa: QAParams, corpus: Path) -> QATools:
+    from star.qa.search import QATools, SearchIndex
+
     return QATools(SearchIndex.load(corpus / "index"), top_k=qa.top_k, max_words=qa.max_words)
 
 
 @flow(name="qa_world")
 def qa_world_flow(qa: QAParams, out: Path) -> dict[str, float]:
     from star.qa.loaders import LOADERS
+    from star.qa.search import SearchIndex
     from star.qa.world import build_world
 
     with atomic_dir(out) as tmp:
@@ -139,7 +143,8 @@ def qa_base_flow(model: ModelParams, corpus: Path, trajectories: Path, out: Path
 def qa_filter_flow(qa: QAParams, model: ModelParams, trajectories: Path, base: Path, out: Path) -> dict[str, float]:
     from transformers import AutoTokenizer
 
-    from star.travel.filtering import select
+    from star.models.base import model_source
+    from star.train.filtering import select
 
     tokenizer = AutoTokenizer.from_pretrained(model_source(base))
 
@@ -172,6 +177,7 @@ def qa_grpo_flow(
 ) -> dict[str, float]:
     import mlflow
 
+    from star.models.base import model_source
     from star.qa.env import QA_SYSTEM_PROMPT, QAEnv
     from star.qa.rewards import score_episode
     from star.train.grpo import train_grpo
@@ -195,6 +201,7 @@ def qa_grpo_flow(
 
 @task
 def play_policy(infer: InferParams, qa: QAParams, model: ModelParams, policy: str, corpus: Path, questions: list[Question], model_dir: Path | None) -> list[dict]:
+    from flows.infer import load_policy
     from star.agent.policy import play_tasks
     from star.agent.rollout import RolloutLimits
     from star.qa.env import NaiveRAGEnv, QAEnv
@@ -220,6 +227,7 @@ def qa_infer_flow(
     infer: InferParams, qa: QAParams, model: ModelParams, policy: str, corpus: Path, questions: Path, model_dir: Path | None, out: Path, report: Path
 ) -> dict[str, float]:
     """Play the policy on the questions, then score it: EM/F1 are cheap, so one stage does both."""
+    from flows.infer import save_rows
     from star.qa.evaluate import aggregate
 
     rows = play_policy(infer, qa, model, policy, corpus, load_questions(questions), model_dir)

@@ -9,8 +9,8 @@ from prefect import flow
 from flows.tasks import task
 from star.config import EnvParams, SynthesizeParams
 from star.io import atomic_dir, write_json
-from star.travel.sandbox import Sandbox
 from star.travel.paraphrase import paraphrase
+from star.travel.sandbox import Sandbox
 from star.travel.specs import SynthesisSpec
 from star.travel.synthesize import SPLITS, Synthesizer
 

@@ -4,7 +4,6 @@ import sys
 from pathlib import Path
 
 from flows import qa
-from flows.sft import sft_flow
 from stages.common import run_stage
 
 CORPUS, QUESTIONS = Path("data/qa/corpus"), Path("data/qa/questions")
@@ -33,6 +32,8 @@ if __name__ == "__main__":
     elif stage == "filter":
         run_stage("qa_filter", ["qa", "model"], qa.qa_filter_flow, trajectories=Path("data/qa/trajectories"), base=Path(MODELS["qa_base"]), out=Path("data/qa/sft"))
     elif stage == "sft":
+        from flows.sft import sft_flow
+
         run_stage(
             "qa_sft", ["sft", "model"], sft_flow, data=Path("data/qa/sft/train.jsonl"), base=Path("models/qa/copy"),
             out=Path(MODELS["qa_sft"]), checkpoints=Path("models/.checkpoints/qa_sft"), curve=Path("reports/train/qa_sft.csv"),

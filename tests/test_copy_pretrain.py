@@ -1,8 +1,7 @@
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from star.models.tiny import TinySpec, make_tiny
-from star.models.tiny import TAG_TOKENS
+from star.models.tiny import TAG_TOKENS, TinySpec, make_tiny
 from star.train.copy_params import CopySpec
 from star.train.copy_pretrain import copy_accuracy, copy_examples, copy_vocabulary, pretrain_copy
 

@@ -4,10 +4,10 @@ from collections import Counter
 import pytest
 
 from star.resume import ProgressLog, run_resumable
+from star.train.filtering import select
 from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.evaluate import index_for
 from star.travel.expert import Expert
-from star.travel.filtering import select
 from star.travel.specs import SynthesisSpec
 from star.travel.synthesize import Synthesizer
 from star.travel.tools import TravelTools

@@ -4,16 +4,17 @@ import pytest
 from pydantic import ValidationError
 
 from star.agent.backends import TransformersBackend
-from star.agent.policy import play
 from star.agent.rollout import RolloutLimits
 from star.config import GRPOStageParams
 from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
-from star.train.grpo import EpisodeRunner, Scorer, episode_end, zero_variance_groups
+from star.train.grpo import EpisodeRunner, episode_end, zero_variance_groups
 from star.train.grpo_params import GRPOParams, ProcessRewards
 from star.train.process import process_reward
 from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.evaluate import index_for
 from star.travel.expert import Expert
+from star.travel.play import play
+from star.travel.rewards import Scorer
 from star.travel.specs import SynthesisSpec
 from star.travel.synthesize import Synthesizer
 from star.travel.synthetic import entity_names

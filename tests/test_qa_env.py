@@ -6,6 +6,7 @@ import random
 import pytest
 
 from star.env.parse import parse_action
+from star.env.teacher import answer_text, tool_call_text
 from star.qa.data import Question
 from star.qa.env import QA_SYSTEM_PROMPT, QAEnv
 from star.qa.evaluate import aggregate, naive_rag_prompt, score_answer
@@ -15,7 +16,6 @@ from star.qa.search import QATools, SearchIndex
 from star.qa.specs import QARewardParams, QAWorldSpec, QuestionSpec
 from star.qa.synthesize import synthesize_questions
 from star.qa.world import build_world
-from star.travel.distill import answer_text, tool_call_text
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from star.report import comparison_table, load_runs, markdown, main, varying_params, write_report
+from star.report import comparison_table, load_runs, main, markdown, varying_params, write_report
 
 PNG = b"\x89PNG\r\n\x1a\n"
 ENV = ("MLFLOW_TRACKING_URI", "DVC_EXP_NAME", "DVC_EXP_BASELINE_REV", "DVC_STAGE")

@@ -1,6 +1,7 @@
 import pytest
 
-from star.train.rewards import (
+from star.travel.evaluate import COMMONSENSE, HARD, PlanEvaluation
+from star.travel.rewards import (
     CURRICULUM,
     MACRO,
     SUCCESS,
@@ -11,7 +12,6 @@ from star.train.rewards import (
     success_reward,
     sum_reward,
 )
-from star.travel.evaluate import COMMONSENSE, HARD, PlanEvaluation
 
 
 def evaluation(cs_fail=(), hard_fail=(), hard_set=("budget",), hard=True, delivered=True) -> PlanEvaluation:

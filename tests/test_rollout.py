@@ -25,8 +25,9 @@ from star.agent import (
 )
 from star.agent.backends import end_of_turn
 from star.env.faults import FAULTS
+from star.env.teacher import hash_seed
 from star.models.tiny import build_model, corpus_from_trajectories, train_tokenizer
-from star.travel.distill import ExpertTeacher, hash_seed, run_episode
+from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.env import TravelEnv
 from star.travel.evaluate import index_for
 from star.travel.expert import Expert

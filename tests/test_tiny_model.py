@@ -18,8 +18,7 @@ from trl.chat_template_utils import (
     supports_tool_calling,
 )
 
-from star.models.tiny import TinySpec, build_model, corpus_from_trajectories, make_tiny, resolve_model_path, train_tokenizer
-from star.models.tiny import IM_END, PAD, SPECIAL_TOKENS, TAG_TOKENS
+from star.models.tiny import IM_END, PAD, SPECIAL_TOKENS, TAG_TOKENS, TinySpec, build_model, corpus_from_trajectories, make_tiny, resolve_model_path, train_tokenizer
 from star.travel.env import SYSTEM_PROMPT, TravelEnv
 from star.travel.query import Query
 from star.travel.specs import WorldSpec

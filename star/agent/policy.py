@@ -7,10 +7,7 @@ from typing import Any
 
 from star.agent.backends import Generation, Prompt
 from star.agent.rollout import RolloutLimits, Trajectory, run_episodes
-from star.env.core import ToolEnv, arguments_json
-from star.travel.env import TravelEnv
-from star.travel.query import Query
-from star.travel.tools import TravelTools
+from star.env.core import ToolEnv
 
 
 class ForcedPrefix:
@@ -74,39 +71,3 @@ def play_tasks(
         trajectories = run_episodes(backend, tokenizer, batch_envs, batch, limits, tools=None if tools_in_prompt else [], progress=progress)
         out += list(zip(batch, batch_envs, trajectories))
     return out
-
-
-def play(
-    backend: Any,
-    tokenizer: Any,
-    tools: TravelTools,
-    queries: Sequence[Query],
-    limits: RolloutLimits,
-    *,
-    fault_rate: float = 0.0,
-    **kwargs: Any,
-) -> list[tuple[Query, TravelEnv, Trajectory]]:
-    """Play each TravelPlanner query once (see `play_tasks`)."""
-
-    def make_env(query: Query, seed: int) -> TravelEnv:
-        return TravelEnv(tools, max_turns=limits.max_turns, fault_rate=fault_rate, seed=seed + query.idx)
-
-    return play_tasks(backend, tokenizer, make_env, queries, limits, **kwargs)
-
-
-def trajectory_row(query: Query, env: TravelEnv, trajectory: Trajectory, policy: str) -> dict[str, Any]:
-    return {
-        "query_id": query.idx,
-        "level": query.level,
-        "days": query.days,
-        "sample": 0,
-        "teacher": policy,
-        "messages": env.history,
-        "turns": env.turns,
-        "tool_calls": sum(c.name != "" for c in env.calls),
-        "tool_errors": sum(c.kind not in ("ok", "empty", "repeated") for c in env.calls),
-        "truncated": trajectory.truncated,
-        "answer": env.answer,
-        "completion_tokens": sum(trajectory.completion_mask),
-        "calls": [arguments_json({"name": c.name, "arguments": c.arguments, "kind": c.kind}) for c in env.calls],
-    }

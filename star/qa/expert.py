@@ -20,12 +20,12 @@ import re
 from typing import Any
 
 from star.env.core import arguments_json
+from star.env.teacher import Teacher, answer_text, hash_seed, tool_call_text
 from star.qa.data import Question
 from star.qa.env import QAEnv
 from star.qa.evaluate import score_answer
 from star.qa.metrics import normalize_answer
 from star.qa.search import QATools
-from star.travel.distill import Teacher, answer_text, hash_seed, tool_call_text
 
 MAX_RETRIES = 3  # per search, when the tool fails transiently
 

@@ -1,12 +1,13 @@
-"""Multi-turn GRPO in TravelEnv, on TRL's GRPOTrainer with the project's rollout engine.
+"""Multi-turn GRPO in any ToolEnv (TravelEnv, QAEnv), on TRL's GRPOTrainer with the project's rollout engine.
 
 TRL asks `rollout_func` for one completion per prompt it hands over (each
 query already repeated `num_generations` times). Ours plays those episodes
 with the batched engine, so the token lists, the chat template and the
 masks are exactly those of SFT and evaluation: observation and template
-tokens carry mask 0 (`env_mask`) and never enter the loss. The reward of an
-episode is its outcome reward (SUM, MACRO, SUCCESS or CURRICULUM, from the
-evaluator) plus `process.weight` times its process reward (star/train/process.py).
+tokens carry mask 0 (`env_mask`) and never enter the loss. Each domain scores
+its episodes (star/travel/rewards.py: outcome reward SUM, MACRO, SUCCESS or
+CURRICULUM from the evaluator, plus `process.weight` times the process reward of
+star/train/process.py; star/qa/rewards.py for QA).
 
 Defaults follow STAR's variant: no KL term (beta 0, no reference model),
 clip-higher (epsilon_high > epsilon), and episodes cut by a limit excluded
@@ -45,44 +46,11 @@ from pathlib import Path
 from typing import Any
 
 from star.train.grpo_params import GRPOParams
-from star.train.process import call_breakdown, process_reward
-from star.train.rewards import outcome_reward
-from star.travel.evaluate import SandboxIndex, evaluate_plan
-from star.travel.format import format_rules
-from star.travel.query import Query
+
 
 def zero_variance_groups(rewards: list[float], group_size: int) -> list[int]:
     """Indices of the groups whose rewards are all equal (no advantage, no signal)."""
     return [g for g in range(len(rewards) // group_size) if len(set(rewards[g * group_size : (g + 1) * group_size])) == 1]
-
-
-class Scorer:
-    """Outcome + process reward of one finished episode, with its sub-metrics."""
-
-    def __init__(self, index: SandboxIndex, params: GRPOParams):
-        self.index = index
-        self.params = params
-
-    def __call__(self, query: Query, env: Any, step: int) -> dict[str, float]:
-        plan = format_rules(env.answer, query) if env.answer else None
-        evaluation = evaluate_plan(query, plan, self.index) if plan is not None else None
-        kind = self.params.reward.lower()
-        outcome = outcome_reward(kind, evaluation, step=step, total_steps=self.params.steps, switch_at=self.params.switch_at)
-        kinds = [c.kind for c in env.calls]
-        process = process_reward(kinds, self.params.process)
-        ok = evaluation is not None and evaluation.delivered
-        return {
-            "reward": outcome + self.params.process.weight * process,
-            "outcome": outcome,
-            "process": process,
-            "success": float(bool(evaluation and evaluation.final_pass)),
-            "delivered": float(ok),
-            "commonsense_micro": evaluation.commonsense_micro if ok else 0.0,
-            "hard_micro": evaluation.hard_micro if ok else 0.0,
-            "turns": float(env.turns),
-            **call_breakdown(kinds),
-            "truncated": float(env.truncated or env.answer is None),
-        }
 
 
 class EpisodeRunner:
@@ -90,7 +58,7 @@ class EpisodeRunner:
 
     def __init__(
         self,
-        play: Callable[[list[Query], int, list[list[str]] | None], list[tuple[Any, Any]]],
+        play: Callable[[list[Any], int, list[list[str]] | None], list[tuple[Any, Any]]],
         queries: list[Any],
         scorer: Callable[[Any, Any, int], dict[str, float]],
         params: GRPOParams,
@@ -136,7 +104,7 @@ class EpisodeRunner:
             "reward": rewards,
         }
 
-    def _play_scored(self, queries: list[Query], step: int, prefixes: list[list[str]] | None = None) -> list[tuple]:
+    def _play_scored(self, queries: list[Any], step: int, prefixes: list[list[str]] | None = None) -> list[tuple]:
         start = time.perf_counter()
         played = self.play(queries, self.params.seed * 100_003 + step * 1_009 + self.rng.randrange(1 << 20), prefixes)
         played_at = time.perf_counter()
@@ -157,7 +125,7 @@ class EpisodeRunner:
                     break
         return results, len(flat)
 
-    def _arpo(self, queries: list[Query], step: int) -> list[tuple]:
+    def _arpo(self, queries: list[Any], step: int) -> list[tuple]:
         G, half = self.params.num_generations, self.params.num_generations // 2
         firsts = [queries[g * G] for g in range(len(queries) // G)]
         full = self._play_scored([q for q in firsts for _ in range(half)], step)

@@ -10,31 +10,16 @@ from __future__ import annotations
 
 import json
 import random
-from typing import Any, Protocol
+from typing import Any
 
 from star.env.core import arguments_json
+from star.env.teacher import Teacher, answer_text, hash_seed, tool_call_text
 from star.travel.env import TravelEnv
 from star.travel.evaluate import SandboxIndex, evaluate_plan
 from star.travel.expert import Expert
 from star.travel.format import format_rules
 from star.travel.query import Query
 from star.travel.tools import TravelTools
-
-
-class Teacher(Protocol):
-    name: str
-
-    def episode(self, env: TravelEnv, query: Query, rng: random.Random) -> None:
-        """Play one episode in `env` (already reset) until it is done."""
-
-
-def tool_call_text(thought: str, name: str, arguments: dict) -> str:
-    call = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
-    return f"<think>{thought}</think>\n<tool_call>{call}</tool_call>"
-
-
-def answer_text(thought: str, itinerary: str) -> str:
-    return f"<think>{thought}</think>\n<answer>\n{itinerary}\n</answer>"
 
 
 class ExpertTeacher:
@@ -44,7 +29,9 @@ class ExpertTeacher:
         self.expert = expert
 
     def episode(self, env: TravelEnv, query: Query, rng: random.Random) -> None:
-        script = self.expert.script(query, rng)
+        # One turn is kept for the answer, so the episode is never cut off mid-search.
+        cap = env.max_turns - 1
+        script = self.expert.script(query, rng, max_calls=cap if self.expert.max_calls is None else min(cap, self.expert.max_calls))
         try:
             call = next(script)
             while not env.done:
@@ -94,9 +81,3 @@ def run_episode(
     env.reset(query)
     teacher.episode(env, query, random.Random(hash_seed(seed, "teacher", query.idx, sample)))
     return trajectory_row(env, query, teacher.name, sample, index)
-
-
-def hash_seed(*parts: Any) -> int:
-    import hashlib
-
-    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "big")

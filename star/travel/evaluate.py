@@ -106,7 +106,7 @@ import polars as pl
 
 from star.io import write_jsonl
 from star.travel.plan import Plan, read_submission
-from star.travel.query import LEVELS, Query
+from star.travel.query import LEVELS, Query, read_queries
 from star.travel.sandbox import Sandbox, load_travelplanner
 
 MODES = ("official", "strict")
@@ -1015,18 +1015,6 @@ def aggregate(queries: Sequence[Query], evaluations: Sequence[PlanEvaluation]) -
 
 
 # ---------------------------------------------------------------------- CLI
-def read_queries(path: str | Path) -> list[Query]:
-    """Queries in the official format, one JSON object per line; idx = line position unless given."""
-    queries = []
-    with open(path) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    for n, row in enumerate(rows, start=1):
-        row = dict(row)
-        row.setdefault("idx", n)
-        queries.append(Query.model_validate(row))
-    return queries
-
-
 def load_sandbox(database: str | Path) -> Sandbox:
     """The official CSV layout, or a parquet directory written by Sandbox.save."""
     db = Path(database)

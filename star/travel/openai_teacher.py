@@ -24,8 +24,8 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 
 from star.config import OpenAITeacherParams
 from star.env.parse import parse_action
+from star.env.teacher import answer_text, tool_call_text
 from star.service import ServiceError, client_timeout
-from star.travel.distill import answer_text, tool_call_text
 from star.travel.env import TravelEnv
 from star.travel.query import Query
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
@@ -47,3 +48,15 @@ class Query(BaseModel):
     def to_row(self) -> dict[str, Any]:
         """A flat JSON-able row (local_constraint kept as a dict)."""
         return json.loads(self.model_dump_json())
+
+
+def read_queries(path: str | Path) -> list[Query]:
+    """Queries in the official format, one JSON object per line; idx = line position unless given."""
+    queries = []
+    with open(path) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    for n, row in enumerate(rows, start=1):
+        row = dict(row)
+        row.setdefault("idx", n)
+        queries.append(Query.model_validate(row))
+    return queries

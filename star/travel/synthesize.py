@@ -17,6 +17,7 @@ import random
 from collections import Counter
 from datetime import date, timedelta
 
+from star.train.filtering import quotas
 from star.travel.evaluate import evaluate_plan, index_for
 from star.travel.expert import Expert, run_on_tools
 from star.travel.planning import Answer
@@ -32,16 +33,6 @@ TRANSPORT = ("no flight", "no self-driving")
 LEVELS = ("easy", "medium", "hard")
 SPLITS = ("train", "validation", "test")
 CITIES_FOR_DAYS = {3: 1, 5: 2, 7: 3}
-
-
-def quotas(total: int, weights: dict) -> dict:
-    """Split `total` by weights exactly (largest remainder)."""
-    norm = sum(weights.values())
-    raw = {k: total * w / norm for k, w in weights.items()}
-    out = {k: int(v) for k, v in raw.items()}
-    for k in sorted(raw, key=lambda k: (out[k] - raw[k], str(k)))[: total - sum(out.values())]:
-        out[k] += 1
-    return out
 
 
 class Synthesizer:

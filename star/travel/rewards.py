@@ -1,4 +1,4 @@
-"""Outcome rewards computed from one plan's evaluation (pure functions).
+"""TravelPlanner's GRPO rewards: outcome rewards from one plan's evaluation, and the episode scorer.
 
 Let e be the `PlanEvaluation` of the plan a trajectory delivered, in any mode:
 
@@ -23,7 +23,13 @@ deliverable plan (no evaluation, or e.delivered is False), gets 0.
 
 from __future__ import annotations
 
-from star.travel.evaluate import PlanEvaluation
+from typing import Any
+
+from star.train.grpo_params import GRPOParams
+from star.train.process import call_breakdown, process_reward
+from star.travel.evaluate import PlanEvaluation, SandboxIndex, evaluate_plan
+from star.travel.format import format_rules
+from star.travel.query import Query
 
 SUM = "sum"
 MACRO = "macro"
@@ -91,3 +97,32 @@ def outcome_reward(
     if kind == SUCCESS:
         return success_reward(evaluation)
     raise ValueError(f"unknown reward kind {kind!r}; expected one of {KINDS}")
+
+
+class Scorer:
+    """Outcome + process reward of one finished episode, with its sub-metrics."""
+
+    def __init__(self, index: SandboxIndex, params: GRPOParams):
+        self.index = index
+        self.params = params
+
+    def __call__(self, query: Query, env: Any, step: int) -> dict[str, float]:
+        plan = format_rules(env.answer, query) if env.answer else None
+        evaluation = evaluate_plan(query, plan, self.index) if plan is not None else None
+        kind = self.params.reward.lower()
+        outcome = outcome_reward(kind, evaluation, step=step, total_steps=self.params.steps, switch_at=self.params.switch_at)
+        kinds = [c.kind for c in env.calls]
+        process = process_reward(kinds, self.params.process)
+        ok = evaluation is not None and evaluation.delivered
+        return {
+            "reward": outcome + self.params.process.weight * process,
+            "outcome": outcome,
+            "process": process,
+            "success": float(bool(evaluation and evaluation.final_pass)),
+            "delivered": float(ok),
+            "commonsense_micro": evaluation.commonsense_micro if ok else 0.0,
+            "hard_micro": evaluation.hard_micro if ok else 0.0,
+            "turns": float(env.turns),
+            **call_breakdown(kinds),
+            "truncated": float(env.truncated or env.answer is None),
+        }

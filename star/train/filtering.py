@@ -1,4 +1,4 @@
-"""Select SFT data from teacher trajectories.
+"""Select SFT data from teacher trajectories, in any domain.
 
 A trajectory is kept when its plan passes the evaluator at the required
 level, it fits the token limit, and every turn was well formed; duplicates
@@ -14,9 +14,17 @@ import random
 from collections import Counter
 from collections.abc import Callable
 
-from star.travel.synthesize import quotas
-
 BAD_CALLS = ("invalid", "unknown_tool")
+
+
+def quotas(total: int, weights: dict) -> dict:
+    """Split `total` by weights exactly (largest remainder)."""
+    norm = sum(weights.values())
+    raw = {k: total * w / norm for k, w in weights.items()}
+    out = {k: int(v) for k, v in raw.items()}
+    for k in sorted(raw, key=lambda k: (out[k] - raw[k], str(k)))[: total - sum(out.values())]:
+        out[k] += 1
+    return out
 
 
 def passes(row: dict, require: str) -> bool:
