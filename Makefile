@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup repro test bench micro ablate report
+.PHONY: setup repro test bench micro long ablate report
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -18,6 +18,7 @@ repro: setup
 	@dvc status -q >/dev/null 2>&1 && echo "Everything is up to date (dvc status)." || python -m flows.serve dvc repro
 
 test: setup
+	ruff check star flows stages tests bench
 	pytest -q
 
 bench: setup
@@ -26,6 +27,10 @@ bench: setup
 # The whole DAG on the micro profile, as a DVC experiment (about 7 minutes on 2 CPU cores).
 micro: setup
 	python -m flows.serve dvc exp run $$(python -m stages.profile params.micro.yaml)
+
+# The 3/5/7-day trip mix (params.long.yaml) as a DVC experiment (about 45 minutes on 2 CPU cores).
+long: setup
+	python -m flows.serve dvc exp run $$(python -m stages.profile params.long.yaml)
 
 # A paper ablation as a DVC experiment queue: make ablate GRID=reward [PROFILE=params.micro.yaml] [JOBS=2]
 ablate: setup

@@ -12,14 +12,14 @@ from star.io import write_json, write_text
 from star.qa import results as qa_results
 from star.stats import gains_table, paired_bootstrap
 from star.travel import results as travel_results
-from star.travel.results import markdown_table, plot_pass_rates
+from star.travel.results import arguments_table, markdown_table, plot_pass_rates
 
 
 @task
-def collect(reports: Path, policies: list[str]) -> dict[str, dict[str, float]]:
+def collect(reports: Path, policies: list[str], name: str = "metrics.json") -> dict[str, dict[str, float]]:
     results = {}
     for policy in policies:
-        path = reports / policy / "metrics.json"
+        path = reports / policy / name
         if path.exists():
             results[policy] = json.loads(path.read_text())
     return results
@@ -39,9 +39,11 @@ def paired_gains(comparisons: dict[str, tuple[str, Path, Path]]) -> dict[str, di
 @flow(name="results")
 def results_flow(reports: Path, policies: list[str], qa_policies: list[str], comparisons: dict[str, tuple[str, Path, Path]]) -> dict[str, float]:
     travel, qa = collect(reports, policies), collect(reports / "qa", qa_policies)
-    gains = paired_gains(comparisons)
-    write_json(reports / "results.json", {"travel": travel, "qa": qa, "gains": gains, **qa_results.alignment_tax(qa)})
+    gains, arguments = paired_gains(comparisons), collect(reports, policies, "arguments.json")
+    write_json(reports / "results.json", {"travel": travel, "qa": qa, "gains": gains, "arguments": arguments, **qa_results.alignment_tax(qa)})
     text = "## TravelPlanner\n\n" + markdown_table(travel)
+    if arguments:
+        text += "\n## Travel tool-call arguments taken from the query\n\n" + arguments_table(arguments)
     if qa:
         text += "\n## Multi-hop QA\n\n" + qa_results.markdown_table(qa)
         qa_results.plot_em(qa, reports / "qa_em.png")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +12,22 @@ from star.config import ParamsError, load_params
 from star.service import ServiceError
 
 PARAMS_FILE = "params.yaml"
+PACKAGES = ("star", "flows", "stages")
+# A directory: each stage run writes there the project files it imported, so a test can
+# check them against the stage's deps in dvc.yaml (tests/test_pipeline_micro.py).
+RECORD_IMPORTS = "STAR_RECORD_IMPORTS"
+
+
+def record_imports(root: Path, directory: Path) -> None:
+    """Write `<module> <args>.txt`: the project's source files now in `sys.modules`, one per line."""
+    files = set()
+    for module in list(sys.modules.values()):
+        path = Path(getattr(module, "__file__", None) or "").resolve()
+        if path.suffix == ".py" and path.is_relative_to(root) and path.relative_to(root).parts[0] in PACKAGES:
+            files.add(path.relative_to(root).as_posix())
+    directory.mkdir(parents=True, exist_ok=True)
+    name = " ".join([sys.modules["__main__"].__spec__.name, *sys.argv[1:]])
+    (directory / f"{name}.txt").write_text("".join(f"{f}\n" for f in sorted(files)))
 
 
 def run_stage(
@@ -42,3 +59,5 @@ def run_stage(
     except ServiceError as exc:  # a dead or failing server: one line, not a traceback
         print(f"error: {name}: {exc}", file=sys.stderr)
         sys.exit(ServiceError.exit_code)
+    if os.environ.get(RECORD_IMPORTS):
+        record_imports(root.resolve(), Path(os.environ[RECORD_IMPORTS]))

@@ -164,3 +164,22 @@ def test_a_dead_server_stops_a_stage_with_one_line_and_exit_3(tmp_path):
     # the last line says what failed (Prefect's own log of the failed task comes before it)
     assert proc.stderr.strip().splitlines()[-1] == f"error: synthesize: paraphrase server http://127.0.0.1:{port}/v1 unreachable: APIConnectionError"
     assert not (tmp_path / "data" / "queries").exists()
+
+
+@pytest.mark.parametrize("profile", ["params.micro.yaml", "params.long.yaml"])
+def test_a_profile_over_params_yaml_is_valid(profile, tmp_path):
+    from stages.profile import WHOLE
+
+    def merge(base: dict, over: dict) -> dict:
+        out = dict(base)
+        for key, value in over.items():
+            out[key] = merge(base.get(key) or {}, value) if isinstance(value, dict) and key not in WHOLE else value
+        return out
+
+    over = read_yaml(ROOT / profile)
+    assert set(over) <= set(SECTIONS), f"{profile}: unknown sections {set(over) - set(SECTIONS)}"
+    merged = merge(read_yaml(ROOT / "params.yaml"), over)
+    params = load_params(write(tmp_path, merged), list(SECTIONS))
+    for section, values in over.items():
+        # Every override lands: a typo in a key would fail validation, a wrong level would not change the value.
+        assert params[section].model_dump(mode="json") != parse_section(section, read_yaml(ROOT / "params.yaml")[section]).model_dump(mode="json"), section

@@ -1,5 +1,6 @@
 """The whole DAG on the micro profile, as a real DVC experiment in a fresh git repo."""
 
+import ast
 import json
 import os
 import shlex
@@ -15,13 +16,20 @@ BIN = Path(sys.executable).parent
 POLICIES = ("base", "sft", "grpo", "teacher")
 STAGES = {"world", "synthesize", "distill", "base", "copy", "filter", "sft", "grpo", "results", "report", "infer_teacher"}
 STAGES |= {f"{kind}@{p}" for kind in ("format", "evaluate") for p in POLICIES} | {f"infer@{p}" for p in ("base", "sft", "grpo")}
+STAGES |= {"probe@sft", "probe@grpo"}
 QA_POLICIES = ("qa_base", "qa_sft", "qa_grpo", "naive_rag", "base_tool_call", "travel_base", "travel_sft", "travel_grpo", "qa_teacher")
 STAGES |= {f"qa_{s}" for s in ("world", "synthesize", "distill", "base", "copy", "filter", "sft", "grpo", "infer_teacher")}
 STAGES |= {f"qa_infer@{p}" for p in QA_POLICIES if p != "qa_teacher"}
 
 
+def imports_dir(repo: Path) -> Path:
+    """Where each stage run records the project files it imported (stages/common.py)."""
+    return repo.with_name(f"{repo.name}-imports")
+
+
 def sh(cmd: str, cwd: Path, timeout: int = 1500) -> str:
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "PREFECT_HOME": str(cwd / ".prefect")}
+    env["STAR_RECORD_IMPORTS"] = str(imports_dir(cwd))
     for var in ("MLFLOW_TRACKING_URI", "DVC_EXP_NAME", "PREFECT_API_URL"):
         env.pop(var, None)
     proc = subprocess.run(cmd, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
@@ -77,6 +85,14 @@ def test_micro_pipeline_end_to_end(repo):
     assert results["teacher"]["final_pass_rate"] == 1.0
     assert (repo / "reports/pass_rates.png").stat().st_size > 1000
     assert "| **final pass** |" in (repo / "reports/results.md").read_text()
+    # Argument accuracy per slot, on the test queries and on their counterfactual copies.
+    for policy in ("sft", "grpo"):
+        arguments = everything["arguments"][policy]
+        assert arguments == json.loads((repo / f"reports/{policy}/arguments.json").read_text())
+        assert arguments["args/n"] >= 0 and arguments["counterfactual/n"] >= 0  # a micro model may make no travel call
+        assert all(0.0 <= v <= 1.0 for k, v in arguments.items() if not k.endswith("/n"))
+        assert (repo / f"reports/{policy}/arguments.csv").read_text().startswith("slot,test,counterfactual\n")
+    assert "| slot | grpo test | grpo counterfactual |" in (repo / "reports/results.md").read_text()
 
     # The QA domain, its baselines and the travel agent out of its domain, on the same 12 questions.
     qa = everything["qa"]
@@ -110,6 +126,64 @@ def test_micro_pipeline_end_to_end(repo):
     assert {m.step for m in history} == {1, 2}  # logged per step
     sft = next(r for r in stages if r.data.tags["star.stage"] == "sft")
     assert sft.data.metrics["tokens_per_second"] > 0
+
+
+def dvc_stages(repo: Path) -> dict[str, tuple[str, list[str]]]:
+    """Every stage of dvc.yaml, foreach expanded: the record name of its command, and its deps."""
+    import yaml
+
+    stages = {}
+    for name, stage in yaml.safe_load((repo / "dvc.yaml").read_text())["stages"].items():
+        items = stage.get("foreach")
+        body = stage.get("do", stage)
+        expanded = {None: None} if items is None else dict(zip(items, items)) if isinstance(items, list) else items
+        for key, item in expanded.items():
+            fill = lambda text: text.replace("${item}", str(item)).replace("${key}", str(key))  # noqa: E731
+            cmd = fill(body["cmd"]).split()
+            assert cmd[:2] == ["python", "-m"], cmd
+            stages[name if key is None else f"{name}@{key}"] = (" ".join(cmd[2:]), [fill(d) for d in body.get("deps", [])])
+    return stages
+
+
+# Files a stage imports that cannot change its outputs, so no stage lists them:
+# running and tracking a stage, and the params schema. params.yaml states every
+# knob (test_config checks it equals the code defaults), so a stage's values all
+# come from the params DVC tracks, never from a default in the schema.
+NOT_DEPS = {
+    "stages/common.py",
+    "flows/__init__.py",
+    "flows/tasks.py",
+    "star/tracking.py",
+    "star/service.py",
+    "star/config.py",
+    "star/models/spec.py",
+    "star/qa/specs.py",
+    "star/train/copy_params.py",
+    "star/train/grpo_params.py",
+    "star/train/sft_params.py",
+    "star/travel/specs.py",
+}
+
+
+def docstring_only(path: Path) -> bool:
+    body = ast.parse(path.read_text()).body
+    return all(isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) for node in body)
+
+
+def test_each_stage_depends_on_the_code_it_ran(repo):
+    # After the end-to-end run: a stage that imported a file outside its deps would not re-run when it changes.
+    missing = {}
+    for name, (command, deps) in dvc_stages(repo).items():
+        record = imports_dir(repo) / f"{command}.txt"
+        assert record.exists(), f"{name} left no import record"
+        files = record.read_text().split()
+        assert f"{command.split()[0].replace('.', '/')}.py" in files
+        uncovered = [f for f in files if f not in NOT_DEPS and not any(f == d or f.startswith(d.rstrip("/") + "/") for d in deps)]
+        # A package's __init__.py that holds only a docstring has nothing to change.
+        uncovered = [f for f in uncovered if not (f.endswith("__init__.py") and docstring_only(repo / f))]
+        if uncovered:
+            missing[name] = uncovered
+    assert not missing, "dvc.yaml deps miss imported files:\n" + "\n".join(f"{k}: {' '.join(v)}" for k, v in missing.items())
 
 
 def test_changing_the_reward_reruns_only_grpo_and_after(repo):

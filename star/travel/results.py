@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from star.plots import pyplot, save_png
+from star.travel.arguments import SLOTS
 from star.travel.evaluate import METRICS
 
 # teacher is the upper reference, base the lower one
@@ -47,6 +48,18 @@ def markdown_table(results: dict[str, dict[str, float]]) -> str:
             label = f"{scope} {names[metric]}" if scope else f"**{names[metric]}**"
             cells = [f"{100 * results[p][key]:.1f}%" if key in results[p] else "-" for p in policies]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def arguments_table(arguments: dict[str, dict[str, float]]) -> str:
+    """Per slot and policy: arguments right on the test queries, and on their counterfactual copies."""
+    policies = ordered(arguments)
+    slots = [s for s in (*SLOTS, "all") if any(f"args/{s}" in arguments[p] for p in policies)]
+    head = "| slot | " + " | ".join(f"{p} test | {p} counterfactual" for p in policies) + " |"
+    lines = [head, "|---|" + "---:|---:|" * len(policies)]
+    for slot in [*slots, "stale"]:
+        cells = [f"{100 * arguments[p][k]:.1f}%" if k in arguments[p] else "-" for p in policies for k in (f"args/{slot}", f"counterfactual/{slot}")]
+        lines.append(f"| {'stale (old value kept)' if slot == 'stale' else slot} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
