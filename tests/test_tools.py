@@ -97,10 +97,10 @@ def test_observations_are_deterministic(real_sandbox):
     assert a == b
 
 
-def test_system_prompt_lists_every_tool_with_its_arguments(real_sandbox):
+def test_system_prompt_lists_every_tool_with_its_required_arguments(real_sandbox):
     from star.travel.env import SYSTEM_PROMPT
 
     listed = SYSTEM_PROMPT.split("Tools: ")[1]
     for tool in TravelTools(real_sandbox).as_tools():
-        args = ", ".join(tool.parameters["properties"])
+        args = ", ".join(a for a in tool.parameters["properties"] if a in tool.parameters["required"])
         assert f"{tool.name}{{{args}}}" in listed
