@@ -31,6 +31,11 @@ def tracking_uri(root: Path) -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(store_root(root) / 'mlflow.db').resolve()}"
 
 
+def artifact_location(root: Path) -> str | None:
+    """Our own store keeps its artifacts beside it, in `mlartifacts`; a store the user names keeps its own."""
+    return None if os.environ.get("MLFLOW_TRACKING_URI") else (store_root(root) / "mlartifacts").resolve().as_uri()
+
+
 def git_commit(root: Path) -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
@@ -70,8 +75,10 @@ def _pipeline_tags(root: Path, params_file: str) -> dict[str, str]:
     return tags
 
 
-def _parent_run(root: Path, uri: str, tags: dict[str, str]) -> tuple[Any, str, str]:
+def _parent_run(root: Path, uri: str, tags: dict[str, str], artifacts: str | None = None) -> tuple[Any, str, str]:
     """(client, experiment id, parent run id) of the pipeline named by `tags`, created if absent.
+
+    A new experiment keeps its artifacts at `artifacts` (None: MLflow's default).
 
     Everything that may create something (the store's tables, the experiment, the
     parent run) happens under one file lock: two stages or two `dvc exp run`
@@ -84,8 +91,7 @@ def _parent_run(root: Path, uri: str, tags: dict[str, str]) -> tuple[Any, str, s
         client = mlflow.MlflowClient(uri)
         experiment = client.get_experiment_by_name(EXPERIMENT)
         if experiment is None:
-            location = None if os.environ.get("MLFLOW_TRACKING_URI") else (store_root(root) / "mlartifacts").resolve().as_uri()
-            experiment_id = client.create_experiment(EXPERIMENT, artifact_location=location)
+            experiment_id = client.create_experiment(EXPERIMENT, artifact_location=artifacts)
         else:
             experiment_id = experiment.experiment_id
         pipeline = tags["star.pipeline"]
@@ -130,10 +136,10 @@ def stage_run(stage: str, params: dict[str, Any], root: Path, params_file: str =
     """Open the MLflow run of one stage, under its pipeline's parent run."""
     import mlflow  # slow to import; only stages need it
 
-    uri = tracking_uri(root)
+    uri, artifacts = tracking_uri(root), artifact_location(root)  # before set_tracking_uri, which MLflow copies into the environment
     tags = {"star.stage": stage, **_pipeline_tags(root, params_file)}
     mlflow.set_tracking_uri(uri)
-    client, experiment_id, parent_id = _parent_run(root, uri, tags)
+    client, experiment_id, parent_id = _parent_run(root, uri, tags, artifacts)
     _close_stale_runs(client, experiment_id, tags["star.pipeline"])
 
     with mlflow.start_run(
@@ -179,7 +185,7 @@ def log_pipeline_summary(
 
     uri = tracking_uri(root)
     tags = _pipeline_tags(root, params_file)
-    client, _, parent_id = _parent_run(root, uri, tags)
+    client, _, parent_id = _parent_run(root, uri, tags, artifact_location(root))
     wanted = param_values(params)
     flat_metrics = _flat_metrics(metrics)
     # The lock makes read-then-log atomic against another summary of the same parent.

@@ -787,3 +787,10 @@ def test_never_raises_on_arbitrary_plans(real_world, raw, values, days):
             ev = evaluate_plan(q, plan, w.sandbox, mode)
             json.dumps(ev.to_dict())
             assert isinstance(ev.final_pass, bool)
+
+
+def test_non_finite_numbers_in_a_submission_make_undelivered_plans(tmp_path):
+    path = tmp_path / "plans.jsonl"
+    path.write_text('{"idx": 1e999, "plan": []}\n{"idx": 2, "plan": [{"days": Infinity}]}\n')
+    first, second = read_submission(path)
+    assert first.idx == 1 and not second.delivered and "day number" in second.error

@@ -307,3 +307,11 @@ def test_server_dying_mid_run_keeps_finished_rows_and_resume_runs_only_the_rest(
     assert {(it[0].idx, it[1]) for it in ran}.isdisjoint(finished)
     assert eventually(lambda: server.requests() - before == sum(r["turns"] for r in rows if key(r) not in finished))
     assert all(json.dumps(rows[i], sort_keys=True) == before_rows[key(rows[i])] for i in range(len(rows)) if key(rows[i]) in before_rows)
+
+
+def test_a_reply_that_is_not_json_is_a_clear_error(model_dir, secret_key, fixed_reply_server):
+    base_url = fixed_reply_server(200, "{not json")
+    teacher = teacher_for(base_url, model_dir, retries=0, timeout=2.0)
+    with pytest.raises(TeacherUnavailable, match="not JSON") as err:
+        teacher.complete([{"role": "user", "content": "hi"}], [], seed=0)
+    assert base_url in str(err.value) and SECRET not in str(err.value)

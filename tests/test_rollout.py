@@ -451,3 +451,14 @@ def test_every_episode_needs_its_own_env(world):
     env = plain_envs(world, 1)[0]
     with pytest.raises(ValueError, match="own env"):
         run_episodes(Replay(world), world["tok"], [env, env], world["queries"][:2], progress=False)
+
+
+def test_openai_backend_names_a_reply_that_is_not_json_and_hides_an_echoed_key(monkeypatch, fixed_reply_server):
+    monkeypatch.setenv("STAR_TEST_KEY", "sk-very-secret")
+    garbled = OpenAIBackend(fixed_reply_server(200, "{not json"), "m", api_key_env="STAR_TEST_KEY", timeout=2, retries=0)
+    with pytest.raises(BackendError, match="not JSON"):
+        garbled.generate([_prompt()], 16)
+    echo = fixed_reply_server(400, '{"error": {"message": "bad key sk-very-secret", "type": "invalid_request_error"}}')
+    with pytest.raises(BackendError) as err:
+        OpenAIBackend(echo, "m", api_key_env="STAR_TEST_KEY", timeout=2, retries=0).generate([_prompt()], 16)
+    assert "(400)" in str(err.value) and "sk-very-secret" not in str(err.value)

@@ -38,3 +38,17 @@ def test_a_new_stage_run_closes_the_runs_its_pipeline_left_running(root, monkeyp
     assert _status(client, run.info.run_id) == "FINISHED"
     assert _status(client, other.info.run_id) == "RUNNING"  # another pipeline's run may be alive: left alone
     mlflow.set_tracking_uri(previous)
+
+
+def test_a_new_store_keeps_its_artifacts_beside_it(root, monkeypatch):
+    import mlflow
+
+    monkeypatch.chdir(root)  # where MLflow's default, ./mlruns, would put them
+    previous = mlflow.get_tracking_uri()
+    (root / "note.txt").write_text("x")
+    with stage_run("results", {"evaluate": {"mode": "official"}}, root):
+        mlflow.log_artifact(str(root / "note.txt"))
+    client = mlflow.MlflowClient(tracking_uri(root))
+    assert client.get_experiment_by_name(EXPERIMENT).artifact_location == (root / "mlartifacts").resolve().as_uri()
+    assert list((root / "mlartifacts").rglob("note.txt")) and not (root / "mlruns").exists()
+    mlflow.set_tracking_uri(previous)

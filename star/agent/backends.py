@@ -633,9 +633,11 @@ class OpenAIBackend:
             except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as exc:
                 last = exc  # timeouts are connection errors too
             except openai.APIStatusError as exc:
-                raise BackendError(
-                    f"server at {self.base_url} refused the request ({exc.status_code}): {exc.message}"
-                ) from None
+                # A server may echo the request's key in its error body.
+                message = exc.message.replace(self.client.api_key, "***") if self.client.api_key else exc.message
+                raise BackendError(f"server at {self.base_url} refused the request ({exc.status_code}): {message}") from None
+            except json.JSONDecodeError:
+                raise BackendError(f"server at {self.base_url} sent a reply that is not JSON") from None
         else:
             raise BackendError(
                 f"no reply from the OpenAI-compatible server at {self.base_url} after {self.retries + 1} attempts "

@@ -185,7 +185,8 @@ def _before_paren(text: str) -> str:
 @lru_cache(maxsize=1 << 16)
 def _name_city(text: str, strict: bool = False) -> tuple[str, str]:
     """'Name, City' -> (name, city); ('-', '-') when there is no comma."""
-    m = (_NAME_CITY_DOTALL if strict else _NAME_CITY).search(text)
+    # Without a comma there is no match; the search would try every start at quadratic cost.
+    m = (_NAME_CITY_DOTALL if strict else _NAME_CITY).search(text) if "," in text else None
     if not m:
         return "-", "-"
     return m["name"].strip(), _before_paren(m["city"].strip()).strip()

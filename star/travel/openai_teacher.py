@@ -198,6 +198,8 @@ class OpenAITeacher:
             raise TeacherUnavailable(
                 f"teacher server {base_url} unreachable after {self.params.retries + 1} attempt(s): {_error_kind(exc)}"
             ) from None
+        except json.JSONDecodeError:
+            raise TeacherUnavailable(f"teacher server {base_url} sent a reply that is not JSON") from None
         if not response.choices:
             raise TeacherUnavailable(f"teacher server {base_url} returned no choices")
         return response.choices[0].message

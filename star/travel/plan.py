@@ -88,7 +88,7 @@ def parse_days(raw: Any) -> tuple[list[Day], str | None]:
         number = item.get("days", item.get("day", i + 1))
         try:
             number = int(number)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: Infinity, 1e999
             return [], f"day {i + 1} has a non-integer day number {number!r}"
         values = {}
         for key in DAY_FIELDS[1:]:
@@ -103,7 +103,7 @@ def plan_from_submission(row: Any, fallback_idx: int = 0) -> Plan:
         return Plan(idx=fallback_idx, error="submission row is not an object")
     try:
         idx = int(row.get("idx", fallback_idx))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         idx = fallback_idx
     days, error = parse_days(row.get("plan"))
     return Plan(idx=idx, query=str(row.get("query", "")), days=days, error=error)

@@ -1,0 +1,88 @@
+"""bench/faults.py in miniature: the fuzz counters, one failing server, the search for a planted key."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import random
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def faults():
+    spec = importlib.util.spec_from_file_location("bench_faults", ROOT / "bench" / "faults.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop(spec.name, None)
+
+
+@pytest.fixture(scope="module")
+def corpus(faults):
+    return faults.build_corpus(n_queries=8, n_questions=8)
+
+
+def test_garbled_expert_outputs_crash_no_target(faults, corpus):
+    result = faults.fuzz(corpus, 500, seed=0)
+    assert result["inputs"] == 500 and set(result["targets"]) == set(faults.fuzz_targets(corpus))
+    assert result["crashes"] == 0, result["targets"]
+    assert result["violations"] == 0, result["targets"]
+
+
+def test_the_counters_count_crashes_violations_and_hangs(faults, monkeypatch):
+    monkeypatch.setattr(faults, "HANG_S", 0.2)
+
+    def run(x):
+        if x < 0.3:
+            raise ZeroDivisionError("boom")
+        if x < 0.5:
+            return False  # a broken promise
+        if x > 0.995:
+            time.sleep(1)
+        return True
+
+    result = faults.run_target("deliberate", lambda rng: rng.random(), run, 300, seed=0)
+    rng = random.Random("0:deliberate")  # the generator run_target seeds by (seed, name)
+    xs = [rng.random() for _ in range(300)]
+    assert result.inputs == 300
+    assert result.crashes == sum(x < 0.3 for x in xs) > 0
+    assert result.violations == sum(0.3 <= x < 0.5 for x in xs) > 0
+    assert result.hangs == sum(x > 0.995 for x in xs)
+    (crash,) = [s for s in result.problems if s.startswith("ZeroDivisionError")]
+    assert result.problems[crash] == result.crashes
+    assert any(e["signature"] == crash and "boom" in e["message"] and e["traceback"] for e in result.examples)
+
+    # through fuzz(): a deliberately crashing target turns up in the totals
+    summary = faults.fuzz(None, 40, seed=0, targets={"always": (lambda rng: "x", lambda x: {}["missing"])})
+    assert summary["crashes"] == 40 and summary["crash_rate"] == 1.0
+    assert list(summary["targets"]["always"]["problems"].values()) == [40]
+
+
+def test_a_dead_teacher_server_fails_fast_with_the_projects_error(faults, corpus):
+    result = faults.servers(corpus, faults=("closed",), clients=("teacher",))
+    assert result["cases"] == 1 and result["clear"] == 1 and result["raw"] == 0
+    assert result["by_case"]["closed/teacher"]["outcome"] == "TeacherUnavailable"
+    assert result["max_seconds_to_fail"] < 5
+    # a raw exception is not counted as clear
+    outcome, clear, _ = faults.outcome_of(lambda: json.loads("{"))
+    assert outcome == "raw JSONDecodeError" and not clear
+
+
+def test_the_planted_key_is_found_only_where_it_was_planted(faults, corpus):
+    def leak(key, outputs):
+        (outputs / "oops.log").write_text(f"key={key}\n")
+        logging.getLogger("star.deliberate").warning("key %s", key)
+
+    result = faults.secrets(corpus, leak=leak)
+    # Found exactly where this test put it: the search works, and nothing else leaked.
+    assert result["leaks_by_place"] == {"outputs/oops.log": 1, "logs": 1}
+    assert result["authorization_headers"] == result["requests"] >= 3
+    assert result["files_scanned"] >= 4  # the outputs and the MLflow store
