@@ -185,8 +185,14 @@ def _before_paren(text: str) -> str:
 @lru_cache(maxsize=1 << 16)
 def _name_city(text: str, strict: bool = False) -> tuple[str, str]:
     """'Name, City' -> (name, city); ('-', '-') when there is no comma."""
-    # Without a comma there is no match; the search would try every start at quadratic cost.
-    m = (_NAME_CITY_DOTALL if strict else _NAME_CITY).search(text) if "," in text else None
+    last = text.rfind(",")
+    if last < 0:
+        return "-", "-"
+    # The city is everything after the last comma, and the name cannot start before the
+    # line holding it ("." stops at a newline unless strict). One match from there gives
+    # what the search gives, in linear time; the search would try every start.
+    start = 0 if strict else text.rfind("\n", 0, last) + 1
+    m = (_NAME_CITY_DOTALL if strict else _NAME_CITY).match(text, start)
     if not m:
         return "-", "-"
     return m["name"].strip(), _before_paren(m["city"].strip()).strip()
