@@ -213,7 +213,7 @@ def test_reverting_restores_from_the_run_cache(repo):
         ("filter.size", 20, {"filter"}),
         ("copy_pretrain.learning_rate", 0.001, {"copy", "qa_copy"}),
         ("sft.learning_rate", 0.001, {"sft", "qa_sft"}),
-        ("infer.max_turns", 3, {f"infer@{p}" for p in ("base", "sft", "grpo")} | {f"qa_infer@{p}" for p in QA_POLICIES if p != "qa_teacher"}),
+        ("infer.max_turns", 3, {f"infer@{p}" for p in ("base", "sft", "grpo")} | {"probe@sft", "probe@grpo"} | {f"qa_infer@{p}" for p in QA_POLICIES if p != "qa_teacher"}),
     ],
 )
 def test_a_param_change_touches_only_the_stages_that_read_it(repo, key, value, stages):

@@ -22,7 +22,7 @@ from star.travel.tools import TravelTools
 # Short sequences and small batches keep every run a few seconds on two cores.
 FAST = dict(
     per_device_batch_size=2,
-    max_length=768,  # the prompt and the first assistant turns
+    max_length=1024,  # the prompt (tool schemas included) and the first assistant turns
     learning_rate=3e-3,
     lr_scheduler="constant",
     warmup_ratio=0.0,
