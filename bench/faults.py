@@ -65,6 +65,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from flows.serve import free_port, prefect_server  # noqa: E402
 from star.env.core import arguments_json  # noqa: E402
 from star.env.parse import Action, parse_action  # noqa: E402
 from star.qa.env import QAEnv  # noqa: E402
@@ -578,12 +579,6 @@ def fuzz(corpus: Corpus, n: int, seed: int = 0, targets: dict | None = None) -> 
 # ------------------------------------------------------------------ local servers
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((LOCAL, 0))
-        return s.getsockname()[1]
-
-
 def completion(content: str, model: str = "m") -> dict:
     return {
         "id": "chatcmpl-1", "object": "chat.completion", "created": int(time.time()), "model": model,
@@ -1080,37 +1075,6 @@ def make_micro_repo(repo: Path, env: dict[str, str]) -> None:
         subprocess.run(cmd, shell=True, cwd=repo, env=env, check=True, capture_output=True, timeout=120)
 
 
-@contextlib.contextmanager
-def prefect_server(home: Path, env: dict[str, str]) -> Iterator[str]:
-    """One Prefect server for all stage runs (as flows.serve starts one): its API URL."""
-    import urllib.request
-
-    home.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    url = f"http://{LOCAL}:{port}/api"
-    log = open(home / "server.log", "w")
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "prefect"), "server", "start", "--host", LOCAL, "--port", str(port)], env={**env, "PREFECT_HOME": str(home)}, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        for _ in range(240):
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"prefect server exited early; see {log.name}")
-                time.sleep(0.5)
-        else:
-            raise RuntimeError(f"prefect server did not answer on {url}")
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-
-
 def _stage_process(parent: Any) -> Any | None:
     """The stage's python process among the descendants of a `dvc repro`."""
     import psutil
@@ -1266,7 +1230,7 @@ def kills(n: int, seed: int = 0, budget_s: float = 18 * 60) -> dict[str, Any]:
     try:
         make_micro_repo(repo, env)
         graph = dvc_graph(repo / "dvc.yaml")
-        with prefect_server(work / "prefect", env) as url:
+        with prefect_server(work / "prefect", env, str(Path(sys.executable).parent / "prefect")) as url:
             env["PREFECT_API_URL"] = url
             # The uninterrupted runs: every stage the kill targets need, once, timed.
             lifetimes: dict[str, float] = {}

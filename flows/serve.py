@@ -7,12 +7,14 @@ while the server lives. An existing PREFECT_API_URL is used as it is.
     python -m flows.serve dvc repro
 """
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -22,27 +24,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def main(command: list[str]) -> int:
-    if os.environ.get("PREFECT_API_URL") or not command:
-        return subprocess.call(command)
-    import flows  # noqa: F401  (quiet, offline Prefect settings)
-
+@contextlib.contextmanager
+def prefect_server(home: Path, env: dict[str, str] | None = None, prefect: str = "prefect") -> Iterator[str]:
+    """A Prefect server with its files in `home`, up for the block: its API URL."""
+    home.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    log = open(Path(os.environ["PREFECT_HOME"]) / "server.log", "w")
-    server = subprocess.Popen(["prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/api"
+    log = open(home / "server.log", "w")
+    server = subprocess.Popen(
+        [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)], env={**(env or os.environ), "PREFECT_HOME": str(home)}, stdout=log, stderr=subprocess.STDOUT
+    )
     try:
-        for _ in range(180):
+        for _ in range(240):
             try:
                 urllib.request.urlopen(f"{url}/health", timeout=2)
                 break
             except OSError:
                 if server.poll() is not None:
-                    raise SystemExit(f"prefect server exited early; see {log.name}")
+                    raise RuntimeError(f"prefect server exited early; see {log.name}")
                 time.sleep(0.5)
         else:
-            raise SystemExit(f"prefect server did not answer on {url}; see {log.name}")
-        return subprocess.call(command, env={**os.environ, "PREFECT_API_URL": url})
+            raise RuntimeError(f"prefect server did not answer on {url}; see {log.name}")
+        yield url
     finally:
         server.terminate()
         try:
@@ -50,6 +53,18 @@ def main(command: list[str]) -> int:
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+
+
+def main(command: list[str]) -> int:
+    if os.environ.get("PREFECT_API_URL") or not command:
+        return subprocess.call(command)
+    import flows  # noqa: F401  (quiet, offline Prefect settings)
+
+    try:
+        with prefect_server(Path(os.environ["PREFECT_HOME"])) as url:
+            return subprocess.call(command, env={**os.environ, "PREFECT_API_URL": url})
+    except RuntimeError as error:
+        raise SystemExit(str(error)) from None
 
 
 if __name__ == "__main__":
