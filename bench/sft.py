@@ -43,7 +43,7 @@ def trajectories(n: int) -> tuple[list[dict], list[str], list[str]]:
     world = generate_world(WorldSpec(seed=0))
     queries = Synthesizer(world, SynthesisSpec(sizes={"train": n, "validation": 0, "test": 0})).run()["train"]
     tools, index = TravelTools(world), index_for(world)
-    rows = [run_episode(ExpertTeacher(Expert(filter_first=True)), tools, index, q, 0, seed=0, max_turns=16, fault_rate=0.0) for q in queries]
+    rows = [run_episode(ExpertTeacher(Expert()), tools, index, q, 0, seed=0, max_turns=16, fault_rate=0.0) for q in queries]
     rows = [{"messages": r["messages"]} for r in rows]
     return rows, corpus_from_trajectories([r["messages"] for r in rows], TravelEnv(tools).tool_schemas()), entity_names(world)
 
