@@ -43,17 +43,19 @@ def one_torch_thread():
 
 
 @pytest.fixture
-def fixed_reply_server():
-    """`start(status, body)` -> the /v1 URL of a local server that answers every POST with that reply."""
+def reply_server():
+    """`start(answer)` -> the /v1 URL of a local server that answers every POST with `answer(request json) -> (status, body)`."""
+    import json
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     servers = []
 
-    def start(status: int, body: str) -> str:
+    def start(answer) -> str:
         class Reply(BaseHTTPRequestHandler):
             def do_POST(self):
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                request = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                status, body = answer(json.loads(request or b"null"))
                 data = body.encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -72,3 +74,10 @@ def fixed_reply_server():
     yield start
     for server in servers:
         server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def fixed_reply_server(reply_server):
+    """`start(status, body)` -> the /v1 URL of a local server that answers every POST with that reply."""
+    return lambda status, body: reply_server(lambda request: (status, body))

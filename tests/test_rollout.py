@@ -3,9 +3,7 @@ import json
 import math
 import os
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -371,54 +369,35 @@ def _prompt():
     return Prompt([1, 2, 3], [{"role": "user", "content": "hi"}])
 
 
-class _ChatServer(BaseHTTPRequestHandler):
+def expert_chat(turns: dict, seen: list):
     """Answers chat completions with the expert's turns, dropping the stop string as servers do."""
 
-    turns: dict = {}
-    seen: list = []
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.seen.append(body)
+    def answer(body: dict) -> tuple[int, str]:
+        seen.append(body)
         messages = body["messages"]
-        turn = sum(m["role"] == "assistant" for m in messages)
-        text = self.turns[messages[1]["content"]][turn]
+        text = turns[messages[1]["content"]][sum(m["role"] == "assistant" for m in messages)]
         for s in body.get("stop") or []:
             text = text.split(s)[0]
         reply = {
             "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
             "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
         }  # fmt: skip
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        return 200, json.dumps(reply)
 
-    def log_message(self, *args):
-        pass
+    return answer
 
 
-def test_openai_backend_text_path_through_the_engine(world):
+def test_openai_backend_text_path_through_the_engine(world, reply_server):
     tok = world["tok"]
-    _ChatServer.turns = Replay(world).turns
-    _ChatServer.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _ChatServer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        backend = make_backend("openai", base_url=f"http://127.0.0.1:{server.server_port}/v1", model="m", concurrency=4)
-        trajs = run_episodes(backend, tok, expert_envs(world)[:5], world["queries"][:5], LONG, progress=False)
-    finally:
-        server.shutdown()
-        server.server_close()
+    seen: list = []
+    backend = make_backend("openai", base_url=reply_server(expert_chat(Replay(world).turns, seen)), model="m", concurrency=4)
+    trajs = run_episodes(backend, tok, expert_envs(world)[:5], world["queries"][:5], LONG, progress=False)
     for traj, row in zip(trajs, world["rows"]):
         assert traj.messages == row["messages"]  # the dropped stop strings were put back
         assert traj.logprobs is None
         assert traj.token_ids == rendered_ids(tok, traj.messages, world["schemas"])
         check_masks(tok, traj)
-    assert all(b["tools"] and b["tool_choice"] == "none" for b in _ChatServer.seen)
+    assert all(b["tools"] and b["tool_choice"] == "none" for b in seen)
 
 
 # -- construction ----------------------------------------------------------------
