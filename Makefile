@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup repro test bench micro long ablate report
+.PHONY: setup repro test bench micro long travelplanner ablate report
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -31,6 +31,10 @@ micro: setup
 # The 3/5/7-day trip mix (params.long.yaml) as a DVC experiment (about 45 minutes on 2 CPU cores).
 long: setup
 	python -m flows.serve dvc exp run $$(python -m stages.profile params.long.yaml)
+
+# The recipe on the real TravelPlanner database (params.travelplanner.yaml) as a DVC experiment (not timed yet).
+travelplanner: setup
+	python -m flows.serve dvc exp run $$(python -m stages.profile params.travelplanner.yaml)
 
 # A paper ablation as a DVC experiment queue: make ablate GRID=reward [PROFILE=params.micro.yaml] [JOBS=2]
 ablate: setup

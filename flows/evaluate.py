@@ -8,7 +8,7 @@ from prefect import flow
 
 from flows.tasks import task
 from star.config import EvaluateParams, FormatParams
-from star.io import read_jsonl, write_json, write_jsonl
+from star.io import atomic_path, read_jsonl, write_json, write_jsonl
 from star.travel.plan import Plan, read_submission, write_submission
 from star.travel.query import read_queries
 
@@ -34,9 +34,20 @@ def format_answers(format: FormatParams, queries: Path, trajectories: Path) -> l
 
 @flow(name="format")
 def format_flow(format: FormatParams, queries: Path, trajectories: Path, out: Path) -> dict[str, float]:
+    """Write the submission; one that breaks the official format rules is never written (a formatter bug)."""
+    from star.travel.format_check import SubmissionFormatError, check_file
+
     plans = format_answers(format, queries, trajectories)
-    write_submission(out, plans)
-    return {"plans": len(plans), "delivered": sum(p.delivered for p in plans)}
+    with atomic_path(out) as tmp:
+        write_submission(tmp, plans)
+        violations = check_file(tmp, read_queries(queries))
+        if violations:
+            import mlflow
+
+            if mlflow.active_run() is not None:  # the metric of a failed run too
+                mlflow.log_metric("format_violations", len(violations))
+            raise SubmissionFormatError(out, violations)
+    return {"plans": len(plans), "delivered": sum(p.delivered for p in plans), "format_violations": len(violations)}
 
 
 @task

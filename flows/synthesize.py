@@ -1,4 +1,8 @@
-"""synthesize: compose feasible queries over the sandbox, split train / validation / test."""
+"""synthesize: compose feasible queries over the sandbox, split train / validation / test.
+
+With `source: official` the test split is the published query file instead;
+train and validation are still composed, so training works as before.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from prefect import flow
 from flows.tasks import task
 from star.config import EnvParams, SynthesizeParams
 from star.io import atomic_dir, write_json
+from star.travel.official import check_world, read_official_queries
 from star.travel.paraphrase import paraphrase
 from star.travel.sandbox import Sandbox
 from star.travel.specs import SynthesisSpec
@@ -18,12 +23,22 @@ from star.travel.synthesize import SPLITS, Synthesizer
 @task
 def compose_queries(world: Path, synthesize: SynthesizeParams, env: EnvParams) -> tuple[dict, dict]:
     spec = SynthesisSpec.model_validate(synthesize.model_dump(exclude={"paraphrase"}))
-    synthesizer = Synthesizer(Sandbox.load(world), spec, row_cap=env.row_cap, max_calls=env.max_turns - 1)
+    sandbox = Sandbox.load(world)
+    official = None
+    if spec.source == "official":
+        # Read first: a bad file stops the stage before any synthesis.
+        official = read_official_queries(spec.path)
+        check_world(official, dict(zip(sandbox.cities["city"], sandbox.cities["state"])), spec.path)
+        spec = spec.model_copy(update={"sizes": {**spec.sizes, "test": 0}})
+    synthesizer = Synthesizer(sandbox, spec, row_cap=env.row_cap, max_calls=env.max_turns - 1)
     splits, stats = synthesizer.run(), dict(synthesizer.stats)
     if synthesize.paraphrase.enabled:
         for split, queries in splits.items():
             splits[split], counts = paraphrase(queries, synthesize.paraphrase)
             stats.update({f"paraphrase_{k}": stats.get(f"paraphrase_{k}", 0) + v for k, v in counts.items()})
+    if official is not None:  # the published wording is kept: never paraphrased
+        splits["test"] = official
+        stats["official_test"] = len(official)
     return splits, stats
 
 

@@ -67,6 +67,14 @@ class SynthesisSpec(BaseModel):
         description="which queries are kept and whose plan sets the budget: expert = those the scripted expert solves through the tools;"
         " feasible = those the solver over the full sandbox solves (the stats count how many the expert solves too)",
     )
+    source: Literal["synthesized", "official"] = Field(
+        "synthesized",
+        description="synthesized: every split is composed here | official: the test split is the published TravelPlanner"
+        " validation or test query file at `path` (sizes.test is then unused); train and validation stay synthesized",
+    )
+    path: str = Field(
+        "", description="the published query file (CSV or parquet, as distributed on the hub), read when source is official"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> SynthesisSpec:
@@ -77,6 +85,8 @@ class SynthesisSpec(BaseModel):
         low, high = self.people
         if not 1 <= low <= high <= 8:
             raise ValueError("people must be [low, high] within 1..8")
+        if self.source == "official" and not self.path.strip():
+            raise ValueError("source official needs path: the published query file")
         return self
 
 
