@@ -314,3 +314,10 @@ def test_corpus_holds_prompt_schemas_and_every_message(world, corpus):
     for episode, text in zip(world["episodes"], corpus[-len(world["episodes"]) :], strict=True):
         assert all(m["content"] in text for m in episode)
         assert text.count("<tool_response>") == 6
+
+
+def test_entity_names_of_the_real_database_are_all_strings(real_sandbox):
+    # A few real hotels have no name: the tokenizer must not get None as a name.
+    names = entity_names(real_sandbox)
+    assert names and all(isinstance(n, str) and n for n in names)
+    assert any(n is None for n in real_sandbox.accommodations["name"])

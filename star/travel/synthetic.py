@@ -155,8 +155,8 @@ def generate_world(spec: WorldSpec) -> Sandbox:
 
 
 def entity_names(sandbox: Sandbox) -> list[str]:
-    """Every proper name in a sandbox (cities, states, places), sorted."""
+    """Every proper name in a sandbox (cities, states, places), sorted; rows without a name are left out."""
     names = set(sandbox.cities["city"]) | set(sandbox.cities["state"])
     for table in (sandbox.accommodations, sandbox.restaurants, sandbox.attractions):
         names |= set(table["name"])
-    return sorted(names)
+    return sorted(name for name in names if name)
