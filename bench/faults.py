@@ -13,6 +13,10 @@ Five sections, one function each; every count lands in the JSON line printed las
   time to fail and whether the failure is the project's own error (a
   `star.service.ServiceError`; for the formatter, whose contract is never to
   raise, an undelivered plan with the reason) rather than a raw exception.
+  Then each client against a server whose first reply is a 429 with
+  Retry-After (1 s, as a number and as an HTTP date) and whose second is
+  good: `server_retry_after_honoured` counts the clients whose retry came no
+  earlier than asked, in both forms, and got the reply.
 - tool_faults: the scripted expert in TravelEnv at fault rates 0 to 0.9:
   episodes completed, injected faults, recoveries (as `call_breakdown` counts them).
 - secrets: a planted OPENAI_API_KEY, a teacher, formatter and backend against
@@ -26,8 +30,10 @@ Five sections, one function each; every count lands in the JSON line printed las
 
 Usage:
     python bench/faults.py              # fuzz 10,000, servers, tool faults, secrets; no kills (under a minute)
-    python bench/faults.py --full       # fuzz 100,000 and 10 kills (up to 25 minutes)
+    python bench/faults.py --full       # fuzz 100,000 and 10 kills (about 25 minutes on 2 shared cores)
     python bench/faults.py --fuzz 2000 --kills 0 --seed 3
+    python bench/faults.py --only kills --kills 2                      # the kills section alone
+    python bench/faults.py --only kills --kills 1 --kill-stages sft    # one kill of one stage
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import argparse
 import contextlib
+import email.utils
 import io
 import json
 import logging
@@ -596,14 +603,17 @@ class FaultServer:
 
     Modes: http500, malformed (invalid JSON), wrong_shape (valid JSON, not a
     completion: a 200 holding an error object), truncated (the body cut short, then the connection closed),
-    rate429 (429 with Retry-After), hang (accepts and never answers),
-    closed (nothing listens), record (answers well; the model "echo" gets a
-    400 whose body repeats the Authorization header, as some servers do).
+    rate429 (429 with Retry-After: `retry_after` seconds, or with `http_date` a date at
+    least that far ahead; after `limit` such replies, if given, it answers as record does),
+    hang (accepts and never answers), closed (nothing listens), record (answers well;
+    the model "echo" gets a 400 whose body repeats the Authorization header, as some servers do).
     """
 
-    def __init__(self, mode: str, retry_after: float = 1.0):
+    def __init__(self, mode: str, retry_after: float = 1.0, http_date: bool = False, limit: int | None = None):
         self.mode = mode
-        self.requests: list[dict] = []  # {"t", "auth", "body"}
+        self.http_date = http_date
+        self.limit = limit
+        self.requests: list[dict] = []  # {"t" (monotonic), "wall", "auth", "body", and for a 429 "until": the wall time it asked to wait for}
         self._held: list[socket.socket] = []
         self._server = self._listener = None
         if mode == "closed":
@@ -625,7 +635,7 @@ class FaultServer:
                 conn, _ = self._listener.accept()
             except OSError:
                 return
-            self.requests.append({"t": time.monotonic(), "auth": "", "body": ""})
+            self.requests.append({"t": time.monotonic(), "wall": time.time(), "auth": "", "body": ""})
             self._held.append(conn)  # never read, never answered
 
     def _handler(self, retry_after: float):
@@ -635,12 +645,18 @@ class FaultServer:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode("utf-8", "replace")
                 auth = self.headers.get("Authorization", "")
-                fake.requests.append({"t": time.monotonic(), "auth": auth, "body": body})
+                request = {"t": time.monotonic(), "wall": time.time(), "auth": auth, "body": body}
+                fake.requests.append(request)
                 mode = fake.mode
                 if mode == "http500":
                     return self._send(500, json.dumps({"error": {"message": "internal error", "type": "server_error"}}).encode())
-                if mode == "rate429":
-                    return self._send(429, json.dumps({"error": {"message": "rate limited", "type": "rate_limit"}}).encode(), {"Retry-After": f"{retry_after:g}"})
+                if mode == "rate429" and (fake.limit is None or len(fake.requests) <= fake.limit):
+                    if fake.http_date:  # whole seconds: the next full second, then `retry_after` more
+                        request["until"] = math.floor(request["wall"]) + 1 + math.ceil(retry_after)
+                        value = email.utils.formatdate(request["until"], usegmt=True)
+                    else:
+                        request["until"], value = request["wall"] + retry_after, f"{retry_after:g}"
+                    return self._send(429, json.dumps({"error": {"message": "rate limited", "type": "rate_limit"}}).encode(), {"Retry-After": value})
                 if mode == "malformed":
                     return self._send(200, b'{"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assis')
                 if mode == "wrong_shape":
@@ -677,6 +693,11 @@ class FaultServer:
     def gaps(self) -> list[float]:
         times = [r["t"] for r in self.requests]
         return [b - a for a, b in zip(times, times[1:])]
+
+    def waited_as_asked(self) -> bool | None:
+        """Whether every request after a 429 came no earlier than its Retry-After asked; None without a retried 429."""
+        pairs = [(a["until"], b["wall"]) for a, b in zip(self.requests, self.requests[1:]) if "until" in a]
+        return all(wall >= until for until, wall in pairs) if pairs else None
 
     def close(self) -> None:
         if self._server is not None:
@@ -752,23 +773,52 @@ def servers(corpus: Corpus, faults: tuple[str, ...] = SERVER_FAULTS, clients: tu
                 gaps = server.gaps()
                 case["retry_after_s"] = retry_after
                 case["min_gap_s"] = round(min(gaps), 2) if gaps else None
-                case["retry_after_honoured"] = bool(gaps) and min(gaps) >= 0.9 * retry_after
             cases.append(case)
             mark = "ok " if clear else "RAW"
             print(f"server {fault:11s} {client:9s} {mark} {seconds:5.2f} s  {case['requests']} request(s)  {outcome}: {message[:150]!r}")
     clear = sum(c["clear"] for c in cases)
+    honoured = retry_after_check(corpus, clients, retry_after) if "rate429" in faults else {}
     return {
         "cases": len(cases),
         "clear": clear,
         "raw": len(cases) - clear,
         "clear_rate": clear / max(len(cases), 1),
         "max_seconds_to_fail": max((c["seconds"] for c in cases), default=0.0),
-        "retry_after_honoured": sum(c.get("retry_after_honoured", False) for c in cases),
+        "retry_after_honoured": sum(all(c["honoured"] for c in by_form.values()) for by_form in honoured.values()),
+        "retry_after": honoured,
         "seconds": round(time.perf_counter() - start, 1),
         "timeout_s": timeout,
         "retries": retries,
         "by_case": {f"{c['fault']}/{c['client']}": {k: c[k] for k in ("seconds", "outcome", "clear", "requests")} for c in cases},
     }
+
+
+def retry_after_check(corpus: Corpus, clients: tuple[str, ...] = tuple(CLIENTS), retry_after: float = 1.0, timeout: float = 5.0) -> dict[str, dict[str, dict]]:
+    """Each client against a server whose first reply is a 429 asking to wait `retry_after` seconds (as a number, then
+    as an HTTP date), and whose second is good: honoured when the retry came no earlier than asked and the call then succeeded.
+
+    `timeout` is above the delay, since a client waits at most its own timeout.
+    """
+    out: dict[str, dict[str, dict]] = {}
+    for client in clients:
+        for form in ("seconds", "http_date"):
+            server = FaultServer("rate429", retry_after=retry_after, http_date=form == "http_date", limit=1)
+            try:
+                outcome, _, message = outcome_of(CLIENTS[client](server.base_url, corpus, timeout, 1))
+            finally:
+                server.close()
+            succeeded = outcome in ("no error", "delivered plan")  # what outcome_of calls a result
+            waited = server.waited_as_asked()
+            gaps = server.gaps()
+            asked = server.requests[0]["until"] - server.requests[0]["wall"] if server.requests and "until" in server.requests[0] else None
+            case = {
+                "asked_s": round(asked, 2) if asked is not None else None, "gap_s": round(gaps[0], 2) if gaps else None,
+                "requests": len(server.requests), "outcome": "reply" if succeeded else outcome, "honoured": bool(waited) and succeeded,
+            }  # fmt: skip
+            out.setdefault(client, {})[form] = case
+            mark = "ok " if case["honoured"] else "NO "
+            print(f"server retry-after {form:9s} {client:9s} {mark} asked {case['asked_s']} s, retried after {case['gap_s']} s, {case['requests']} request(s), {case['outcome']}" + ("" if succeeded else f": {message[:120]!r}"))
+    return out
 
 
 # ------------------------------------------------------------------ tool faults
@@ -1011,6 +1061,7 @@ RESUME_STATE = {
     "qa_sft": "models/.checkpoints/qa_sft",
     "qa_grpo": "models/.checkpoints/qa_grpo",
 }
+KILL_ATTEMPTS = 3  # tries per trial when the stage finishes before its kill
 # Knobs over the micro profile, so that training checkpoints (and a kill can land between them).
 KILL_PROFILE = {"teacher": {"samples": 4}, "qa": {"teacher": {"samples": 4}}, "sft": {"max_steps": 8, "save_steps": 2}, "grpo": {"steps": 4, "save_steps": 1}}
 
@@ -1095,7 +1146,8 @@ def _stage_process(parent: Any) -> Any | None:
 def run_and_kill(cmd: list[str], cwd: Path, env: dict[str, str], kill_after: float | None = None, timeout: float = 900) -> dict[str, Any]:
     """Run `cmd`; with `kill_after`, kill -9 its stage process (a descendant running `-m stages.*`) that many seconds after it appears.
 
-    Returns rc, the stage process's lifetime (seconds), whether the kill was sent, and the output tail.
+    Returns rc, the stage process's lifetime (seconds, from its start to its exit, or to the end of
+    `cmd` when it was not seen exit), whether the kill was sent to the running stage, and the output tail.
     """
     import psutil
 
@@ -1103,24 +1155,32 @@ def run_and_kill(cmd: list[str], cwd: Path, env: dict[str, str], kill_after: flo
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     parent = psutil.Process(proc.pid)
     deadline = time.monotonic() + timeout
-    started = child = None
+    started = ended = child = None
     killed = False
     while proc.poll() is None and time.monotonic() < deadline:
         if child is None:
             child = _stage_process(parent)
             if child is not None:
                 started = time.monotonic()
-        elif kill_after is not None and not killed and time.monotonic() - started >= kill_after:
+        elif ended is None:
             try:
-                child.send_signal(signal.SIGKILL)
-                killed = True
+                alive = child.status() != psutil.STATUS_ZOMBIE
             except psutil.NoSuchProcess:
-                pass  # it finished first
+                alive = False
+            if not alive:
+                ended = time.monotonic()  # it finished (or died) on its own
+            elif kill_after is not None and not killed and time.monotonic() - started >= kill_after:
+                try:
+                    child.send_signal(signal.SIGKILL)
+                    killed = True
+                    ended = time.monotonic()
+                except psutil.NoSuchProcess:
+                    ended = time.monotonic()  # it finished first
         time.sleep(0.05)
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    lifetime = (time.monotonic() - started) if started is not None else None
+    lifetime = ((ended or time.monotonic()) - started) if started is not None else None
     log.seek(0)
     output = log.read()
     log.close()
@@ -1199,8 +1259,11 @@ def _copy(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def kills(n: int, seed: int = 0, budget_s: float = 18 * 60) -> dict[str, Any]:
+def kills(n: int, seed: int = 0, budget_s: float = 25 * 60, stages: tuple[str, ...] = KILL_STAGES) -> dict[str, Any]:
     """kill -9 at random points of stage runs in a fresh micro repo, rerun, compare with the uninterrupted run.
+
+    The kills go to `stages` in turn (n = 10 covers the eight of KILL_STAGES, distill and sft twice);
+    only those stages and what they depend on run uninterrupted first.
 
     Counted per kill: landed (the stage was still running), resumed (the rerun
     finished), resumed_from_state (the kill left progress rows or checkpoints),
@@ -1234,25 +1297,34 @@ def kills(n: int, seed: int = 0, budget_s: float = 18 * 60) -> dict[str, Any]:
             env["PREFECT_API_URL"] = url
             # The uninterrupted runs: every stage the kill targets need, once, timed.
             lifetimes: dict[str, float] = {}
-            for stage in upstream_order(graph, KILL_STAGES):
+            schedule = [stages[i % len(stages)] for i in range(n)]
+            for stage in upstream_order(graph, tuple(dict.fromkeys(schedule))):
                 r = repro(repo, env, stage, force=False)
                 if r["rc"] != 0:
                     raise RuntimeError(f"reference run of {stage} failed:\n{r['output']}")
                 lifetimes[stage] = r["lifetime_s"] or 0.0
                 print(f"kills: reference {stage} in {lifetimes[stage]:.1f} s")
-            for stage in KILL_STAGES:
+            for stage in set(schedule):
                 for out in graph[stage]["outs"]:
                     _copy(repo / out, ref / out)
             lock = (repo / "dvc.lock").read_text()
-            schedule = [KILL_STAGES[i % len(KILL_STAGES)] for i in range(n)]
             for i, stage in enumerate(schedule):
                 if time.perf_counter() - start > budget_s:
                     print(f"kills: time budget spent after {i} kills")
                     break
                 outs = graph[stage]["outs"]
                 fraction = rng.uniform(0.1, 0.9)
-                killed = repro(repo, env, stage, kill_after=fraction * lifetimes[stage])
-                trial: dict[str, Any] = {"stage": stage, "kill_at": round(fraction, 2), "landed": killed["killed"] and killed["rc"] != 0}
+                for attempt in range(1, KILL_ATTEMPTS + 1):
+                    killed = repro(repo, env, stage, kill_after=fraction * lifetimes[stage])
+                    if killed["killed"] or killed["rc"] != 0 or attempt == KILL_ATTEMPTS:
+                        break
+                    # It finished before the kill: on a shared machine a stage may run faster than its
+                    # reference did. Aim at the same fraction of the run just seen, from a clean start.
+                    print(f"kills: {stage} finished in {killed['lifetime_s'] or 0:.1f} s, before the kill at {fraction * lifetimes[stage]:.1f} s; again")
+                    lifetimes[stage] = killed["lifetime_s"] or lifetimes[stage]
+                    if stage in RESUME_STATE:
+                        shutil.rmtree(repo / RESUME_STATE[stage], ignore_errors=True)
+                trial: dict[str, Any] = {"stage": stage, "kill_at": round(fraction, 2), "attempts": attempt, "landed": killed["killed"] and killed["rc"] != 0}
                 # Right after the kill: outputs under their final names, temporary siblings, resumable state, runs RUNNING.
                 compared = [o for o in outs if not o.startswith("reports/train/")]
                 trial["half_outputs"] = sum((repo / o).exists() and _digest(repo / o) != _digest(ref / o) and not (o in TRAINED.values() and _close_weights(repo / o, ref / o)) for o in compared)
@@ -1315,52 +1387,78 @@ def kills(n: int, seed: int = 0, budget_s: float = 18 * 60) -> dict[str, Any]:
 # ------------------------------------------------------------------ main
 
 
+SECTIONS = ("fuzz", "servers", "tool_faults", "secrets", "kills")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--full", action="store_true", help="fuzz 100,000, 10 kills and the real distill stage (up to 25 minutes)")
     parser.add_argument("--fuzz", type=int, default=None, help="fuzz inputs (default 10,000; 100,000 with --full)")
     parser.add_argument("--kills", type=int, default=None, help="kill -9 trials (default 0; 10 with --full)")
+    parser.add_argument("--kill-stages", default=",".join(KILL_STAGES), help=f"comma-separated stages the kills go to, in turn (default: {','.join(KILL_STAGES)})")
+    parser.add_argument("--kill-budget", type=float, default=25.0, help="minutes for the kills section, reference runs included; no new kill starts after that (default 25)")
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections to run (default: all of {','.join(SECTIONS)})")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     n_fuzz = args.fuzz if args.fuzz is not None else (100_000 if args.full else 10_000)
     n_kills = args.kills if args.kills is not None else (10 if args.full else 0)
+    only = [x.strip() for x in args.only.split(",") if x.strip()]
+    kill_stages = tuple(x.strip() for x in args.kill_stages.split(",") if x.strip())
+    if unknown := set(only) - set(SECTIONS):
+        parser.error(f"unknown section(s) {sorted(unknown)}; choose from {','.join(SECTIONS)}")
+    if not kill_stages or (unknown := set(kill_stages) - set(KILL_STAGES)):
+        parser.error(f"--kill-stages: choose from {','.join(KILL_STAGES)}")
 
     start = time.perf_counter()
-    corpus = build_corpus(seed=args.seed)
-    print(f"corpus: {len(corpus.travel_calls)} travel calls, {len(corpus.travel_answers)} answers, {len(corpus.qa_calls)} QA calls ({time.perf_counter() - start:.1f} s)")
-    fuzzed = fuzz(corpus, n_fuzz, args.seed)
-    served = servers(corpus)
-    tools = tool_faults(corpus, episodes=120 if args.full else 40)
-    leaked = secrets(corpus, stage=args.full)
-    killed = kills(n_kills, args.seed)
+    summary: dict[str, Any] = {}
+    if set(only) - {"kills"}:
+        corpus = build_corpus(seed=args.seed)
+        print(f"corpus: {len(corpus.travel_calls)} travel calls, {len(corpus.travel_answers)} answers, {len(corpus.qa_calls)} QA calls ({time.perf_counter() - start:.1f} s)")
+    if "fuzz" in only:
+        fuzzed = fuzz(corpus, n_fuzz, args.seed)
+        summary.update(
+            fuzz_inputs=fuzzed["inputs"],
+            fuzz_crashes=fuzzed["crashes"],
+            fuzz_crash_rate=fuzzed["crash_rate"],
+            fuzz_violations=fuzzed["violations"],
+            fuzz_hangs=fuzzed["hangs"],
+            fuzz_crashes_by_target={k: v["crashes"] for k, v in fuzzed["targets"].items()},
+            fuzz_problems={sig: sum(t["problems"].get(sig, 0) for t in fuzzed["targets"].values()) for sig in sorted({sig for t in fuzzed["targets"].values() for sig in t["problems"]})},
+        )
+    if "servers" in only:
+        served = servers(corpus)
+        summary.update(
+            server_cases=served["cases"],
+            server_clear=served["clear"],
+            server_raw=served["raw"],
+            server_clear_rate=served["clear_rate"],
+            server_max_seconds_to_fail=served["max_seconds_to_fail"],
+            server_retry_after_honoured=served["retry_after_honoured"],
+            server_retry_after_clients=len(served["retry_after"]),
+            server_raw_cases=[k for k, v in served["by_case"].items() if not v["clear"]],
+        )
+    if "tool_faults" in only:
+        tools = tool_faults(corpus, episodes=120 if args.full else 40)
+        summary["tool_faults"] = {rate: {k: v[k] for k in ("episodes", "completed", "faults", "recoveries", "recovery_rate", "success_rate")} for rate, v in tools.items()}
+    if "secrets" in only:
+        leaked = secrets(corpus, stage=args.full)
+        summary.update(
+            secret_leaks=leaked["leaks"],
+            secret_leaks_by_place=leaked["leaks_by_place"],
+            secret_in_authorization_headers=leaked["authorization_headers"],
+            secret_echo_leaks=leaked["echo_leaks"],
+            secret_echo_leaks_by_place=leaked["echo_leaks_by_place"],
+            mlflow_artifacts_in_store=leaked["artifacts_in_store"],
+        )
+    if "kills" in only:
+        killed = kills(n_kills, args.seed, budget_s=args.kill_budget * 60, stages=kill_stages)
+        summary["kills"] = {k: v for k, v in killed.items() if k != "by_trial"}
+        if killed.get("by_trial"):
+            summary["kills_by_trial"] = [{k: v for k, v in t.items() if k != "rerun_output"} for t in killed["by_trial"]]
 
     seconds = time.perf_counter() - start
     print(f"total {seconds:.1f} s")
-    summary = {
-        "fuzz_inputs": fuzzed["inputs"],
-        "fuzz_crashes": fuzzed["crashes"],
-        "fuzz_crash_rate": fuzzed["crash_rate"],
-        "fuzz_violations": fuzzed["violations"],
-        "fuzz_hangs": fuzzed["hangs"],
-        "fuzz_crashes_by_target": {k: v["crashes"] for k, v in fuzzed["targets"].items()},
-        "fuzz_problems": {sig: sum(t["problems"].get(sig, 0) for t in fuzzed["targets"].values()) for sig in sorted({sig for t in fuzzed["targets"].values() for sig in t["problems"]})},
-        "server_cases": served["cases"],
-        "server_clear": served["clear"],
-        "server_raw": served["raw"],
-        "server_clear_rate": served["clear_rate"],
-        "server_max_seconds_to_fail": served["max_seconds_to_fail"],
-        "server_retry_after_honoured": served["retry_after_honoured"],
-        "server_raw_cases": [k for k, v in served["by_case"].items() if not v["clear"]],
-        "tool_faults": {rate: {k: v[k] for k in ("episodes", "completed", "faults", "recoveries", "recovery_rate", "success_rate")} for rate, v in tools.items()},
-        "secret_leaks": leaked["leaks"],
-        "secret_leaks_by_place": leaked["leaks_by_place"],
-        "secret_in_authorization_headers": leaked["authorization_headers"],
-        "secret_echo_leaks": leaked["echo_leaks"],
-        "secret_echo_leaks_by_place": leaked["echo_leaks_by_place"],
-        "mlflow_artifacts_in_store": leaked["artifacts_in_store"],
-        "kills": {k: v for k, v in killed.items() if k != "by_trial"},
-        "seconds": round(seconds, 1),
-    }
+    summary["seconds"] = round(seconds, 1)
     print(json.dumps(summary))
 
 

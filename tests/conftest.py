@@ -44,7 +44,8 @@ def one_torch_thread():
 
 @pytest.fixture
 def reply_server():
-    """`start(answer)` -> the /v1 URL of a local server that answers every POST with `answer(request json) -> (status, body)`."""
+    """`start(answer)` -> the /v1 URL of a local server that answers every POST with `answer(request json) -> (status, body)`
+    or `(status, body, headers)`."""
     import json
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -55,11 +56,13 @@ def reply_server():
         class Reply(BaseHTTPRequestHandler):
             def do_POST(self):
                 request = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                status, body = answer(json.loads(request or b"null"))
+                status, body, *headers = answer(json.loads(request or b"null"))
                 data = body.encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in (headers[0] if headers else {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
 

@@ -86,3 +86,28 @@ def test_the_planted_key_is_found_only_where_it_was_planted(faults, corpus):
     assert result["leaks_by_place"] == {"outputs/oops.log": 1, "logs": 1}
     assert result["authorization_headers"] == result["requests"] >= 3
     assert result["files_scanned"] >= 4  # the outputs and the MLflow store
+
+
+def test_retry_after_counts_the_clients_that_waited_as_asked(faults, corpus, monkeypatch):
+    def impatient(base_url, corpus, timeout, retries, **kw):
+        """Retries at once, whatever the 429 asked."""
+        import urllib.error
+        import urllib.request
+
+        def call():
+            for _ in range(retries + 1):
+                request = urllib.request.Request(f"{base_url}/chat/completions", data=b"{}", headers={"Content-Type": "application/json"})
+                try:
+                    return urllib.request.urlopen(request, timeout=timeout).read()
+                except urllib.error.HTTPError:
+                    continue
+            raise RuntimeError("gave up")
+
+        return call
+
+    monkeypatch.setitem(faults.CLIENTS, "impatient", impatient)
+    result = faults.retry_after_check(corpus, ("teacher", "impatient"))
+    for form in ("seconds", "http_date"):
+        teacher, hasty = result["teacher"][form], result["impatient"][form]
+        assert teacher["honoured"] and teacher["requests"] == 2 and teacher["gap_s"] >= teacher["asked_s"] >= 1.0, teacher
+        assert not hasty["honoured"] and hasty["requests"] == 2 and hasty["gap_s"] < 0.5, hasty

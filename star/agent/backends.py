@@ -18,7 +18,6 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
@@ -29,7 +28,7 @@ import torch
 from transformers import StoppingCriteria
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
-from star.service import ServiceError, client_timeout
+from star.service import ServiceError, client_timeout, wait_retry_after
 
 FinishReason = Literal["eos", "stop", "length"]
 
@@ -590,6 +589,7 @@ class OpenAIBackend:
         self.top_p = top_p
         self.max_tokens = max_tokens
         self.retries = retries
+        self.timeout = timeout
         self.concurrency = concurrency
         # Local servers take any key; the key itself is never logged or put in errors.
         key = os.environ.get(api_key_env) or "EMPTY"
@@ -611,6 +611,7 @@ class OpenAIBackend:
 
     def _one(self, prompt: Prompt, max_tokens: int, stop: Sequence[str], temperature: float) -> Generation:
         import openai
+        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
         request: dict[str, Any] = dict(
             model=self.model,
@@ -623,26 +624,28 @@ class OpenAIBackend:
             request["stop"] = list(stop)
         if prompt.tools:
             request.update(tools=prompt.tools, tool_choice="none")
-        last: Exception | None = None
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(min(0.5 * 2 ** (attempt - 1), 8.0))
-            try:
-                response = self.client.chat.completions.create(**request)
-                break
-            except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as exc:
-                last = exc  # timeouts are connection errors too
-            except openai.APIStatusError as exc:
-                # A server may echo the request's key in its error body.
-                message = exc.message.replace(self.client.api_key, "***") if self.client.api_key else exc.message
-                raise BackendError(f"server at {self.base_url} refused the request ({exc.status_code}): {message}") from None
-            except json.JSONDecodeError:
-                raise BackendError(f"server at {self.base_url} sent a reply that is not JSON") from None
-        else:
+        # Timeouts are connection errors too. A Retry-After sets the wait (at most the timeout);
+        # otherwise 0.5 s, 1 s, 2 s, ... up to 8 s.
+        transient = (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
+        retrying = Retrying(
+            retry=retry_if_exception_type(transient),
+            stop=stop_after_attempt(self.retries + 1),
+            wait=wait_retry_after(wait_exponential(multiplier=0.5, max=8.0), cap=self.timeout, name=f"server at {self.base_url}"),
+            reraise=True,
+        )
+        try:
+            response = retrying(self.client.chat.completions.create, **request)
+        except transient as exc:
             raise BackendError(
                 f"no reply from the OpenAI-compatible server at {self.base_url} after {self.retries + 1} attempts "
-                f"({type(last).__name__}: {last}). Is it running?"
+                f"({type(exc).__name__}: {exc}). Is it running?"
             ) from None
+        except openai.APIStatusError as exc:
+            # A server may echo the request's key in its error body.
+            message = exc.message.replace(self.client.api_key, "***") if self.client.api_key else exc.message
+            raise BackendError(f"server at {self.base_url} refused the request ({exc.status_code}): {message}") from None
+        except json.JSONDecodeError:
+            raise BackendError(f"server at {self.base_url} sent a reply that is not JSON") from None
         if not response.choices:
             raise BackendError(f"server at {self.base_url} returned no choices")
         choice = response.choices[0]

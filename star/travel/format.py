@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from star.service import client_timeout
+from star.service import client_timeout, wait_retry_after
 from star.travel.plan import Day, Plan
 from star.travel.query import Query
 
@@ -491,7 +491,8 @@ def format_llm(
     try:
         retrying = Retrying(
             stop=stop_after_attempt(max(1, retries)),
-            wait=wait_exponential(multiplier=backoff, max=max(backoff, 30.0)),
+            # A server's Retry-After first (at most the timeout), else exponential backoff.
+            wait=wait_retry_after(wait_exponential(multiplier=backoff, max=max(backoff, 30.0)), cap=timeout, name=f"llm formatter server {base_url}"),
             before_sleep=before_sleep,
             reraise=True,
         )

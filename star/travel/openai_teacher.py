@@ -25,7 +25,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from star.config import OpenAITeacherParams
 from star.env.parse import parse_action
 from star.env.teacher import answer_text, tool_call_text
-from star.service import ServiceError, client_timeout
+from star.service import ServiceError, client_timeout, wait_retry_after
 from star.travel.env import TravelEnv
 from star.travel.query import Query
 
@@ -163,12 +163,13 @@ class OpenAITeacher:
             env.step(reply_text(message))
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], seed: int) -> ChatCompletionMessage:
-        """One chat completion, retried with exponential backoff on transient failures."""
+        """One chat completion, retried on transient failures: after the delay a
+        Retry-After asks for (at most the timeout), else with exponential backoff."""
         base_url = self.params.base_url
         retrying = Retrying(
             retry=retry_if_exception(_transient),
             stop=stop_after_attempt(self.params.retries + 1),
-            wait=wait_exponential(multiplier=self.backoff, max=60),
+            wait=wait_retry_after(wait_exponential(multiplier=self.backoff, max=60), cap=self.params.timeout, name=f"teacher server {base_url}"),
             before_sleep=self._log_retry,
             reraise=True,
         )

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from star.service import ServiceError, client_timeout
+from star.service import ServiceError, client_timeout, wait_retry_after
 from star.travel.query import Query
 from star.travel.specs import ParaphraseSpec
 
@@ -42,7 +42,7 @@ def paraphrase(queries: list[Query], spec: ParaphraseSpec) -> tuple[list[Query],
     @retry(
         retry=retry_if_exception_type((openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError, openai.RateLimitError)),
         stop=stop_after_attempt(spec.retries + 1),
-        wait=wait_exponential(multiplier=0.5, max=10),
+        wait=wait_retry_after(wait_exponential(multiplier=0.5, max=10), cap=spec.timeout, name=f"paraphrase server {spec.base_url}"),
         reraise=True,
     )
     def reword(text: str) -> str:
