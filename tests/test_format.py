@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from star.travel.format import format_itinerary, format_llm, format_rules, render_itinerary
+from star.travel.format_check import check_row
 from star.travel.plan import Day, Plan
 from star.travel.query import Query
 
@@ -249,6 +250,22 @@ def test_rules_never_raise(text: str, days: int | None) -> None:
         assert [d.days for d in plan.days] == list(range(1, days + 1))
     if not plan.delivered:
         assert plan.error
+    assert check_row(plan.to_submission()) == []  # whatever the text, the official reader takes the row
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Day 1: from Aldmoor\nStay: Sea Inn",  # a route with no destination
+        "Day 1: Aldmoor\nTransport: Flight F1\nStay: Sea Inn",  # a flight with no route
+        "Day 1: from Aldmoor to Brint\nTransport: flight number\nStay: Sea Inn",  # no "Flight Number: "
+        "Day 1: Brint from here\nStay: Sea Inn",  # "from" in a current city that is not a route
+    ],
+)
+def test_itineraries_the_official_reader_would_reject_are_not_delivered(text: str) -> None:
+    plan = format_rules(text, make_query(days=1))
+    assert not plan.delivered and plan.error.startswith("breaks the official format")
+    assert check_row(plan.to_submission()) == []
 
 
 WORDS = ["Old", "Mill", "Harbor", "Park", "Lotus", "Cafe", "Blue", "Fork", "Sea", "Inn", "Glass", "Museum", "Ye"]

@@ -34,11 +34,13 @@ from __future__ import annotations
 import logging
 import os
 import re
+from dataclasses import asdict
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from star.service import client_timeout, wait_retry_after
+from star.travel.format_check import check_day
 from star.travel.plan import Day, Plan
 from star.travel.query import Query
 
@@ -388,9 +390,22 @@ def format_rules(text: str, query: Query | None = None, idx: int = 0) -> Plan:
     if query is not None and not idx:
         idx = query.idx
     try:
-        return _format_rules(str(text), query, idx)
+        return official_layout(_format_rules(str(text), query, idx))
     except Exception as exc:  # the parser must never take the pipeline down
         return Plan(idx=idx, query=query.query if query else "", error=f"rules formatter failed: {exc!r}")
+
+
+def official_layout(plan: Plan) -> Plan:
+    """The plan, or an undelivered one when a day breaks the official format rules.
+
+    The leaderboard's reader crashes on such a day (for example a current city
+    "from A" with no destination, or a flight with no route), so a garbled
+    itinerary is not delivered rather than written as a file it would reject.
+    """
+    problems = [p for n, day in enumerate(plan.days, start=1) for p in check_day(asdict(day), n)] if plan.error is None else []
+    if problems:
+        return Plan(idx=plan.idx, query=plan.query, error=f"breaks the official format: {problems[0]}")
+    return plan
 
 
 # -------------------------------------------------------------- llm parser
@@ -528,5 +543,5 @@ def format_itinerary(
     if kind == "rules":
         return format_rules(text, query, idx)
     if kind == "llm":
-        return format_llm(text, query, idx=idx, **llm_options)
+        return official_layout(format_llm(text, query, idx=idx, **llm_options))
     raise ValueError(f"unknown formatter {kind!r}; expected 'rules' or 'llm'")
