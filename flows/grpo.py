@@ -16,7 +16,9 @@ from star.travel.sandbox import Sandbox
 
 
 @task
-def reinforce(grpo: GRPOStageParams, env: EnvParams, model: ModelParams, world: Path, queries: Path, sft: Path, out: Path, checkpoints: Path, curve: Path) -> dict[str, float]:
+def reinforce(
+    grpo: GRPOStageParams, env: EnvParams, model: ModelParams, world: Path, queries: Path, sft_set: Path, sft: Path, out: Path, checkpoints: Path, curve: Path
+) -> dict[str, float]:
     import mlflow
 
     from star.train.grpo import train_grpo
@@ -28,19 +30,22 @@ def reinforce(grpo: GRPOStageParams, env: EnvParams, model: ModelParams, world: 
     sandbox = Sandbox.load(world)
     tools = TravelTools(sandbox, row_cap=env.row_cap)
     query_list = [Query.model_validate(r) for r in read_jsonl(queries)]
+    seen = {row["query_id"] for row in read_jsonl(sft_set)}
 
     def make_env(query: Query, seed: int) -> TravelEnv:
         return TravelEnv(tools, max_turns=grpo.max_turns, fault_rate=env.fault_rate, seed=seed + query.idx)
 
     # A checkpoint only resumes the same run: same params, training queries and SFT model.
-    fingerprint = hashlib.sha256((grpo.model_dump_json() + env.model_dump_json() + model.model_dump_json() + content_digest(queries, sft)).encode()).hexdigest()[:12]
+    fingerprint = hashlib.sha256((grpo.model_dump_json() + env.model_dump_json() + model.model_dump_json() + content_digest(queries, sft_set, sft)).encode()).hexdigest()[:12]
     return train_grpo(
         grpo, model_source(sft), query_list, lambda q: q.query, make_env, Scorer(index_for(sandbox), grpo), SYSTEM_PROMPT,
         out, checkpoints / fingerprint, curve_path=curve, tools_in_prompt=model.tool_schemas,
-        log_fn=lambda metrics, step: mlflow.log_metrics(metrics, step=step),
+        log_fn=lambda metrics, step: mlflow.log_metrics(metrics, step=step), seen=seen,
     )
 
 
 @flow(name="grpo")
-def grpo_flow(grpo: GRPOStageParams, env: EnvParams, model: ModelParams, world: Path, queries: Path, sft: Path, out: Path, checkpoints: Path, curve: Path) -> dict[str, float]:
-    return reinforce(grpo, env, model, world, queries, sft, out, checkpoints, curve)
+def grpo_flow(
+    grpo: GRPOStageParams, env: EnvParams, model: ModelParams, world: Path, queries: Path, sft_set: Path, sft: Path, out: Path, checkpoints: Path, curve: Path
+) -> dict[str, float]:
+    return reinforce(grpo, env, model, world, queries, sft_set, sft, out, checkpoints, curve)

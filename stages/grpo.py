@@ -10,6 +10,7 @@ if __name__ == "__main__":
         grpo_flow,
         world=Path("data/world"),
         queries=Path("data/queries/train.jsonl"),
+        sft_set=Path("data/sft/train.jsonl"),
         sft=Path("models/sft"),
         out=Path("models/grpo"),
         checkpoints=Path("models/.checkpoints/grpo"),

@@ -260,3 +260,16 @@ def test_skipped_levels_leave_rl_training(tmp_path):
         train_grpo(params, str(tmp_path / "no-model"), tasks, str, None, None, "", tmp_path / "out", tmp_path / "ckpt")
     with pytest.raises(OSError):  # one medium task is left, so it goes on to load the (missing) model
         train_grpo(params, str(tmp_path / "no-model"), [*tasks, SimpleNamespace(level="medium")], str, None, None, "", tmp_path / "out", tmp_path / "ckpt")
+
+
+def test_unseen_queries_leave_out_the_sft_set(tmp_path):
+    from star.train.grpo import train_grpo
+
+    tasks = [SimpleNamespace(level="hard", idx=1), SimpleNamespace(level="hard", idx=2)]
+    unseen = GRPOParams(unseen_queries=True)
+    with pytest.raises(ValueError, match="SFT's queries left out"):  # both are in the SFT set
+        train_grpo(unseen, str(tmp_path / "no-model"), tasks, str, None, None, "", tmp_path / "out", tmp_path / "ckpt", seen={1, 2})
+    with pytest.raises(OSError):  # task 2 is new, so it goes on to load the (missing) model
+        train_grpo(unseen, str(tmp_path / "no-model"), tasks, str, None, None, "", tmp_path / "out", tmp_path / "ckpt", seen={1})
+    with pytest.raises(OSError):  # off: the SFT set stays in
+        train_grpo(GRPOParams(), str(tmp_path / "no-model"), tasks, str, None, None, "", tmp_path / "out", tmp_path / "ckpt", seen={1, 2})

@@ -41,7 +41,7 @@ import shutil
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -234,16 +234,21 @@ def train_grpo(
     curve_path: Path | None = None,
     tools_in_prompt: bool = False,
     log_fn: Callable[[dict[str, float], int], None] | None = None,
+    seen: Collection[Any] = (),
 ) -> dict[str, float]:
     """GRPO on `tasks` of any domain; writes the model to `out_dir`, resumes from `checkpoint_dir`.
 
     `make_env(task, seed)` builds a fresh ToolEnv, `score(task, env, step)`
     judges a finished episode (its "reward" key trains), `text_of(task)` is the
     task's first user message. `log_fn(metrics, step)` gets every step's logs.
+    `seen` holds the ids (`task.idx`) of the tasks in the SFT set, left out when
+    `params.unseen_queries` is set.
     """
     tasks = [t for t in tasks if getattr(t, "level", None) not in params.skip_levels]
+    if params.unseen_queries:
+        tasks = [t for t in tasks if getattr(t, "idx", None) not in seen]
     if not tasks:
-        raise ValueError(f"no training task is left once levels {params.skip_levels} are skipped")
+        raise ValueError(f"no training task is left once levels {params.skip_levels} are skipped" + (" and SFT's queries left out" if params.unseen_queries else ""))
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     import torch
     from datasets import Dataset

@@ -55,6 +55,10 @@ class GRPOParams(BaseModel):
     max_new_tokens: int = Field(256, ge=1, description="tokens per turn")
     max_total_tokens: int = Field(2048, ge=64, description="prompt and completion tokens per episode")
     dapo_max_tries: int = Field(2, ge=0, description="dapo: times a group whose rewards are all equal is replaced by another query's")
+    unseen_queries: bool = Field(
+        False,
+        description="travel: train only on training queries whose trajectories are not in the SFT set (SFT already reproduces its own, so their groups teach little)",
+    )
     skip_levels: list[str] = Field(
         default_factory=lambda: ["easy"],
         description="task levels left out of RL training: groups the SFT model already solves carry no advantage",
