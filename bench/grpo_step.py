@@ -52,7 +52,7 @@ def main() -> None:
     rows = [run_episode(ExpertTeacher(Expert()), tools, index, q, 0, seed=0, max_turns=30, fault_rate=0.0) for q in queries[:30]]
     corpus = corpus_from_trajectories([r["messages"] for r in rows], TravelEnv(tools).tool_schemas())
     params = GRPOParams(
-        steps=args.steps, num_generations=8, queries_per_step=4, max_turns=args.turns, max_new_tokens=args.new_tokens,
+        algorithm="grpo", steps=args.steps, num_generations=8, queries_per_step=4, max_turns=args.turns, max_new_tokens=args.new_tokens,
         max_total_tokens=4096, save_steps=10_000, skip_levels=[],
     )
     with tempfile.TemporaryDirectory() as tmp:

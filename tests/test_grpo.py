@@ -114,7 +114,7 @@ def tiny(tmp_path_factory, synthetic_sandbox):
 
 def test_runner_masks_every_observation_token(tiny):
     model, tokenizer, queries, tools, index = tiny
-    params = GRPOParams(num_generations=2, max_turns=3, max_new_tokens=24)
+    params = GRPOParams(algorithm="grpo", num_generations=2, max_turns=3, max_new_tokens=24)
     limits = RolloutLimits(max_turns=3, max_new_tokens=24, max_total_tokens=1024)
 
     envs = []
@@ -206,7 +206,7 @@ def test_one_step_raises_the_better_episodes_and_lowers_the_worse(tiny, tmp_path
     model = copy.deepcopy(base)
     before = copy.deepcopy(base).eval()
     params = GRPOParams(
-        num_generations=4, queries_per_step=1, steps=1, learning_rate=1e-3, max_turns=2, max_new_tokens=24, mask_truncated_completions=False,
+        algorithm="grpo", num_generations=4, queries_per_step=1, steps=1, learning_rate=1e-3, max_turns=2, max_new_tokens=24, mask_truncated_completions=False,
         loss_type="grpo", scale_rewards="group",
     )
     limits = RolloutLimits(max_turns=2, max_new_tokens=24, max_total_tokens=512)
@@ -272,4 +272,4 @@ def test_unseen_queries_leave_out_the_sft_set(tmp_path):
     with pytest.raises(OSError):  # task 2 is new, so it goes on to load the (missing) model
         train_grpo(unseen, str(tmp_path / "no-model"), tasks, str, None, None, "", tmp_path / "out", tmp_path / "ckpt", seen={1})
     with pytest.raises(OSError):  # off: the SFT set stays in
-        train_grpo(GRPOParams(), str(tmp_path / "no-model"), tasks, str, None, None, "", tmp_path / "out", tmp_path / "ckpt", seen={1, 2})
+        train_grpo(GRPOParams(unseen_queries=False), str(tmp_path / "no-model"), tasks, str, None, None, "", tmp_path / "out", tmp_path / "ckpt", seen={1, 2})

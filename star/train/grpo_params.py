@@ -27,7 +27,7 @@ class GRPOParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     algorithm: Literal["grpo", "dapo", "arpo"] = Field(
-        "grpo", description="grpo | dapo (dynamic sampling + DAPO loss) | arpo (adaptive branching from the least certain turn)"
+        "dapo", description="grpo | dapo (dynamic sampling + DAPO loss) | arpo (adaptive branching from the least certain turn)"
     )
     reward: RewardKind = Field(
         "SUM", description="outcome reward: SUM | MACRO | SUCCESS | CURRICULUM (SUM until switch_at, then SUCCESS)"
@@ -37,7 +37,7 @@ class GRPOParams(BaseModel):
     num_generations: int = Field(8, ge=2, description="G: trajectories per query, one group")
     queries_per_step: int = Field(4, ge=1, description="queries (groups) per optimiser step")
     steps: int = Field(40, ge=1, description="optimiser steps")
-    learning_rate: float = Field(1e-4, gt=0, description="learning rate")
+    learning_rate: float = Field(3e-4, gt=0, description="learning rate")
     beta: float = Field(0.0, ge=0, description="KL coefficient; 0: no KL term, no reference model")
     epsilon: float = Field(0.2, gt=0, description="lower clip range of the probability ratio")
     epsilon_high: float = Field(0.28, gt=0, description="upper clip range, at least epsilon (clip-higher)")
@@ -50,13 +50,13 @@ class GRPOParams(BaseModel):
     mask_truncated_completions: bool = Field(
         True, description="leave episodes cut by a limit out of the loss; they stay in their group's reward statistics"
     )
-    temperature: float = Field(1.0, gt=0, description="sampling temperature of the rollouts")
+    temperature: float = Field(0.7, gt=0, description="sampling temperature of the rollouts")
     max_turns: int = Field(12, ge=1, description="turns per episode")
     max_new_tokens: int = Field(256, ge=1, description="tokens per turn")
     max_total_tokens: int = Field(2048, ge=64, description="prompt and completion tokens per episode")
-    dapo_max_tries: int = Field(2, ge=0, description="dapo: times a group whose rewards are all equal is replaced by another query's")
+    dapo_max_tries: int = Field(4, ge=0, description="dapo: times a group whose rewards are all equal is replaced by another query's")
     unseen_queries: bool = Field(
-        False,
+        True,
         description="travel: train only on training queries whose trajectories are not in the SFT set (SFT already reproduces its own, so their groups teach little)",
     )
     skip_levels: list[str] = Field(
