@@ -182,6 +182,7 @@ def qa_grpo_flow(
     from star.qa.rewards import score_episode
     from star.train.grpo import train_grpo
 
+    grpo = grpo.model_copy(update=qa.grpo.model_dump())
     tools = _tools(qa, corpus)
     tasks = load_questions(questions)
 

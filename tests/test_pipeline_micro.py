@@ -210,6 +210,8 @@ def test_reverting_restores_from_the_run_cache(repo):
         ("grpo.reward", "MACRO", {"grpo"}),
         ("env.fault_rate", 0.3, {"grpo", "qa_grpo"}),
         ("qa.reward.outcome", "em", {"qa_grpo"}),
+        ("grpo.learning_rate", 0.001, {"grpo"}),  # QA GRPO takes its own from qa.grpo
+        ("qa.grpo.learning_rate", 0.001, {"qa_grpo"}),
         ("filter.size", 20, {"filter"}),
         ("copy_pretrain.learning_rate", 0.001, {"copy", "qa_copy"}),
         ("sft.learning_rate", 0.001, {"sft", "qa_sft"}),
