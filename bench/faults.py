@@ -1182,9 +1182,15 @@ def run_and_kill(cmd: list[str], cwd: Path, env: dict[str, str], kill_after: flo
         proc.wait()
     lifetime = ((ended or time.monotonic()) - started) if started is not None else None
     log.seek(0)
-    output = log.read()
+    output = _without_progress(log.read())
     log.close()
     return {"rc": proc.returncode, "lifetime_s": lifetime, "killed": killed, "output": output[-3000:]}
+
+
+def _without_progress(text: str) -> str:
+    """The output with progress bars dropped, so a failure's message is what the tail keeps."""
+    lines = (line.rsplit("\r", 1)[-1] for line in text.split("\n"))
+    return "\n".join(line for line in lines if not re.search(r"\d+%\|", line))
 
 
 def repro(repo: Path, env: dict[str, str], stage: str, kill_after: float | None = None, force: bool = True) -> dict[str, Any]:

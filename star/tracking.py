@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -111,19 +112,35 @@ def _parent_run(root: Path, uri: str, tags: dict[str, str], artifacts: str | Non
     return client, experiment_id, parent_id
 
 
-def _close_stale_runs(client: Any, experiment_id: str, pipeline: str) -> None:
-    """Mark KILLED the stage runs of this pipeline still RUNNING.
+def _process_alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
-    DVC runs one stage of a pipeline at a time, so when a stage starts, any
-    other RUNNING stage run of its pipeline belongs to a stage that was killed
-    (DVC's run cache may later satisfy that stage, and nothing else would close it).
+
+def _close_stale_runs(client: Any, experiment_id: str, pipeline: str) -> None:
+    """Mark KILLED the stage runs left RUNNING by a killed stage.
+
+    Such a run is never closed otherwise: DVC's run cache may later satisfy its
+    stage. Two kinds are stale: any RUNNING stage run of this pipeline (DVC runs
+    one stage of a pipeline at a time), and, whatever its pipeline, one started
+    on this host by a process that is gone (another pipeline's live run, say a
+    queued experiment running beside this one, is left alone).
     """
-    stale = client.search_runs(
-        [experiment_id],
-        filter_string=f"tags.`star.pipeline` = '{pipeline}' and tags.`star.role` = 'stage' and attributes.status = 'RUNNING'",
+    running = client.search_runs(
+        [experiment_id], filter_string="tags.`star.role` = 'stage' and attributes.status = 'RUNNING'"
     )
-    for run in stale:
-        client.set_terminated(run.info.run_id, status="KILLED")
+    host = socket.gethostname()
+    for run in running:
+        tags = run.data.tags
+        mine = tags.get("star.pipeline") == pipeline
+        dead = tags.get("star.host") == host and not _process_alive(tags.get("star.pid", ""))
+        if mine or dead:
+            client.set_terminated(run.info.run_id, status="KILLED")
 
 
 def param_values(params: dict[str, Any]) -> dict[str, str]:
@@ -143,7 +160,10 @@ def stage_run(stage: str, params: dict[str, Any], root: Path, params_file: str =
     _close_stale_runs(client, experiment_id, tags["star.pipeline"])
 
     with mlflow.start_run(
-        experiment_id=experiment_id, run_name=stage, parent_run_id=parent_id, tags={**tags, "star.role": "stage"}
+        experiment_id=experiment_id,
+        run_name=stage,
+        parent_run_id=parent_id,
+        tags={**tags, "star.role": "stage", "star.host": socket.gethostname(), "star.pid": str(os.getpid())},
     ) as run:
         mlflow.log_params(param_values(params))
         yield run

@@ -40,6 +40,35 @@ def test_a_new_stage_run_closes_the_runs_its_pipeline_left_running(root, monkeyp
     mlflow.set_tracking_uri(previous)
 
 
+def test_a_run_whose_process_is_gone_is_closed_whatever_its_pipeline(root, monkeypatch):
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    import mlflow
+
+    previous = mlflow.get_tracking_uri()
+    with stage_run("distill", {"teacher": {"samples": 1}}, root):
+        pass
+    client = mlflow.MlflowClient(tracking_uri(root))
+    experiment = client.get_experiment_by_name(EXPERIMENT).experiment_id
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True).stdout.strip()
+    here = {"star.role": "stage", "star.stage": "sft", "star.host": socket.gethostname()}
+    # A stage of an older commit's pipeline, killed: its process no longer exists.
+    dead = client.create_run(experiment, run_name="sft", tags={**here, "star.pipeline": "old-commit", "star.pid": gone})
+    # A queued experiment's stage running beside this one: its process is alive.
+    alive = client.create_run(experiment, run_name="sft", tags={**here, "star.pipeline": "exp-b", "star.pid": str(os.getppid())})
+    elsewhere = client.create_run(experiment, run_name="sft", tags={**here, "star.pipeline": "exp-c", "star.pid": gone, "star.host": "another-host"})
+
+    with stage_run("grpo", {"grpo": {"steps": 1}}, root) as run:
+        assert client.get_run(run.info.run_id).data.tags["star.pid"] == str(os.getpid())
+        assert _status(client, dead.info.run_id) == "KILLED"
+        assert _status(client, alive.info.run_id) == "RUNNING"
+        assert _status(client, elsewhere.info.run_id) == "RUNNING"  # another host's processes cannot be checked
+    mlflow.set_tracking_uri(previous)
+
+
 def test_a_new_store_keeps_its_artifacts_beside_it(root, monkeypatch):
     import mlflow
 
