@@ -12,6 +12,7 @@ import hashlib
 import os
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -166,7 +167,29 @@ def stage_run(stage: str, params: dict[str, Any], root: Path, params_file: str =
         tags={**tags, "star.role": "stage", "star.host": socket.gethostname(), "star.pid": str(os.getpid())},
     ) as run:
         mlflow.log_params(param_values(params))
-        yield run
+        try:
+            yield run
+        finally:
+            mlflow.end_run(status="FINISHED" if sys.exc_info()[0] is None else "FAILED")
+            _extend_parent(root, client, parent_id, run.info.run_id)
+
+
+def _extend_parent(root: Path, client: Any, parent_id: str, stage_run_id: str) -> None:
+    """Make the pipeline's parent run end with its latest stage, and add the stage's time to it.
+
+    The parent then shows the pipeline's span in the UI (`pipeline_wall_s`, from its
+    first stage's start), and `pipeline_stage_s` sums the time of every stage run in it.
+    """
+    import time
+
+    now = int(time.time() * 1000)
+    stage = client.get_run(stage_run_id).info
+    stage_s = ((stage.end_time or now) - stage.start_time) / 1000
+    with FileLock(str(store_root(root) / ".mlflow.lock")):
+        parent = client.get_run(parent_id)
+        client.set_terminated(parent_id, status="FINISHED", end_time=now)
+        client.log_metric(parent_id, "pipeline_wall_s", (now - parent.info.start_time) / 1000, timestamp=now)
+        client.log_metric(parent_id, "pipeline_stage_s", parent.data.metrics.get("pipeline_stage_s", 0.0) + stage_s, timestamp=now)
 
 
 CONFLICT_TAG = "star.param_conflict."

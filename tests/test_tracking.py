@@ -81,3 +81,30 @@ def test_a_new_store_keeps_its_artifacts_beside_it(root, monkeypatch):
     assert client.get_experiment_by_name(EXPERIMENT).artifact_location == (root / "mlartifacts").resolve().as_uri()
     assert list((root / "mlartifacts").rglob("note.txt")) and not (root / "mlruns").exists()
     mlflow.set_tracking_uri(previous)
+
+
+def test_the_parent_run_spans_its_stages_and_sums_their_time(root, monkeypatch):
+    import time
+
+    import mlflow
+
+    previous = mlflow.get_tracking_uri()
+    with stage_run("world", {}, root) as first:
+        time.sleep(0.3)
+    time.sleep(0.3)  # between stages: counts in the span, not in the stage time
+    with stage_run("distill", {}, root) as second:
+        time.sleep(0.3)
+    client = mlflow.MlflowClient(tracking_uri(root))
+    stages = [client.get_run(r.info.run_id).info for r in (first, second)]
+    parent = client.get_run(client.get_run(second.info.run_id).data.tags["mlflow.parentRunId"])
+    assert parent.info.status == "FINISHED" and parent.info.end_time >= stages[1].end_time
+    span = (parent.info.end_time - parent.info.start_time) / 1000
+    stage_s = sum(s.end_time - s.start_time for s in stages) / 1000
+    assert span >= 0.9 and abs(parent.data.metrics["pipeline_wall_s"] - span) < 0.5
+    assert 0.6 <= parent.data.metrics["pipeline_stage_s"] < span and abs(parent.data.metrics["pipeline_stage_s"] - stage_s) < 0.5
+
+    with pytest.raises(RuntimeError), stage_run("sft", {}, root) as failed:  # a failing stage still ends the span
+        raise RuntimeError("boom")
+    assert client.get_run(failed.info.run_id).info.status == "FAILED"
+    assert client.get_run(parent.info.run_id).info.end_time >= client.get_run(failed.info.run_id).info.end_time
+    mlflow.set_tracking_uri(previous)
