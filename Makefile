@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup repro test bench micro long travelplanner ablate report
+.PHONY: setup repro test bench micro long travelplanner ablate report gpu-wheels
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -43,3 +43,8 @@ ablate: setup
 # Every pipeline run in the MLflow store compared: reports/compare/report.md and plots
 report: setup
 	python -m star.report --out reports/compare
+
+# Wheels scripts/gpu_check.sh installs on a GPU machine without network: trl, datasets and the rest,
+# at .venv's versions, for x86_64 Python 3.12 (PY_VERSION=3.11 for another): wheels/, about 57 MiB
+gpu-wheels: setup
+	scripts/gpu_wheels.sh
