@@ -7,7 +7,7 @@ from star.agent.backends import TransformersBackend
 from star.agent.rollout import RolloutLimits
 from star.config import GRPOStageParams
 from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
-from star.train.grpo import EpisodeRunner, episode_end, zero_variance_groups
+from star.train.grpo import EpisodeRunner, episode_end, train_grpo, zero_variance_groups
 from star.train.grpo_params import GRPOParams, ProcessRewards
 from star.train.process import process_reward
 from star.travel.distill import ExpertTeacher, run_episode
@@ -37,7 +37,8 @@ class _Trainer:
 
 
 def test_dapo_replaces_flat_groups_and_counts_them():
-    params = GRPOParams(algorithm="dapo", num_generations=2, dapo_max_tries=3)
+    params = GRPOParams(
+        algorithm="dapo", num_generations=2, dapo_max_tries=3)
     runner = EpisodeRunner(play=None, queries=[SimpleNamespace(query=q) for q in ("q1", "q2", "q3")], scorer=None, params=params)
     outcomes = iter([[0.0, 1.0]])  # the first fresh group has signal
 
@@ -273,3 +274,49 @@ def test_unseen_queries_leave_out_the_sft_set(tmp_path):
         train_grpo(unseen, str(tmp_path / "no-model"), tasks, str, None, None, "", tmp_path / "out", tmp_path / "ckpt", seen={1})
     with pytest.raises(OSError):  # off: the SFT set stays in
         train_grpo(GRPOParams(unseen_queries=False), str(tmp_path / "no-model"), tasks, str, None, None, "", tmp_path / "out", tmp_path / "ckpt", seen={1, 2})
+
+
+def test_a_resumed_run_replays_the_same_rollouts_and_weights(tiny, tmp_path, one_torch_thread):
+    """Killed after its first checkpoint and run again, GRPO ends with the uninterrupted run's weights."""
+    import torch
+    from safetensors.torch import load_file
+
+    from star.travel.env import SYSTEM_PROMPT, TravelEnv
+
+    base, tokenizer, queries, tools, index = tiny
+    model_dir = tmp_path / "sft"
+    base.save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    # dapo: flat groups are replayed with queries the runner's generator draws.
+    params = GRPOParams(
+        algorithm="dapo", num_generations=2, queries_per_step=1, steps=3, save_steps=1, max_turns=2, max_new_tokens=16, max_total_tokens=512, temperature=1.0, skip_levels=[], unseen_queries=False,
+        mask_truncated_completions=False,  # the tiny model never answers within 2 turns
+    )
+
+    def make_env(query, seed):
+        return TravelEnv(tools, max_turns=params.max_turns, seed=seed + query.idx)
+
+    def text_length(query, env, step):  # differs between sampled episodes, so every step moves the weights
+        said = sum(len(m["content"]) for m in env.history if m["role"] == "assistant")
+        return {"reward": said % 5 / 4, "truncated": float(env.answer is None)}
+
+    def run(out, ckpt, log_fn=None):
+        return train_grpo(params, str(model_dir), queries, lambda q: q.query, make_env, text_length, SYSTEM_PROMPT, out, ckpt, log_fn=log_fn)
+
+    run(tmp_path / "whole", tmp_path / "ckpt-whole")
+
+    class Killed(Exception):
+        pass
+
+    def die_at_step_2(metrics, step):
+        if step == 2:  # logged before checkpoint-2 is saved: only checkpoint-1 is left
+            raise Killed
+
+    with pytest.raises(Killed):
+        run(tmp_path / "resumed", tmp_path / "ckpt", die_at_step_2)
+    assert [p.name for p in (tmp_path / "ckpt").glob("checkpoint-*")] == ["checkpoint-1"]
+    run(tmp_path / "resumed", tmp_path / "ckpt")
+    whole, resumed = load_file(tmp_path / "whole" / "model.safetensors"), load_file(tmp_path / "resumed" / "model.safetensors")
+    start = load_file(model_dir / "model.safetensors")
+    assert whole.keys() == resumed.keys() and any(not torch.equal(whole[k], start[k]) for k in whole)
+    assert all(torch.equal(whole[k], resumed[k]) for k in whole), "the resumed run trained on other rollouts"

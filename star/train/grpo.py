@@ -34,6 +34,7 @@ Algorithms:
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
@@ -46,6 +47,8 @@ from pathlib import Path
 from typing import Any
 
 from star.train.grpo_params import GRPOParams
+
+ROLLOUT_RNG = "rollout_rng.json"  # the EpisodeRunner's generator, saved in each checkpoint
 
 
 def zero_variance_groups(rewards: list[float], group_size: int) -> list[int]:
@@ -253,6 +256,7 @@ def train_grpo(
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOTrainer
 
     from star.agent.backends import TransformersBackend
@@ -288,12 +292,24 @@ def train_grpo(
                 metrics = {f"train/{k}": float(v) for k, v in (logs or {}).items() if isinstance(v, (int, float))}
                 log_fn({**metrics, **rollout}, state.global_step)
 
+    class KeepRolloutSeeds(TrainerCallback):
+        """Save the runner's generator with each checkpoint, so a resumed run replays the same rollouts."""
+
+        def on_save(self, args, state, control, **kwargs):
+            path = Path(args.output_dir) / f"checkpoint-{state.global_step}" / ROLLOUT_RNG
+            path.write_text(json.dumps(runner.rng.getstate()))
+
     system = [{"role": "system", "content": system_prompt}] if system_prompt else []
     dataset = Dataset.from_list([{"prompt": [*system, {"role": "user", "content": text_of(t)}]} for t in tasks])
     config = grpo_config(params, checkpoint_dir, use_cpu=not torch.cuda.is_available())
-    trainer = GRPOTrainer(model=policy, reward_funcs=[env_reward], args=config, train_dataset=dataset, processing_class=tokenizer, rollout_func=runner, callbacks=[LogRollouts()])
-    resume = any(Path(checkpoint_dir).glob("checkpoint-*"))
-    result = trainer.train(resume_from_checkpoint=True if resume else None)
+    trainer = GRPOTrainer(
+        model=policy, reward_funcs=[env_reward], args=config, train_dataset=dataset, processing_class=tokenizer, rollout_func=runner, callbacks=[LogRollouts(), KeepRolloutSeeds()]
+    )
+    last = get_last_checkpoint(str(checkpoint_dir)) if Path(checkpoint_dir).is_dir() else None
+    if last is not None and (Path(last) / ROLLOUT_RNG).is_file():
+        version, internal, gauss = json.loads((Path(last) / ROLLOUT_RNG).read_text())
+        runner.rng.setstate((version, tuple(internal), gauss))
+    result = trainer.train(resume_from_checkpoint=last)
     with atomic_dir(out_dir) as tmp:
         trainer.model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
