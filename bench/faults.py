@@ -24,7 +24,7 @@ Five sections, one function each; every count lands in the JSON line printed las
   MLflow store and, in the full mode, the real distill stage in a subprocess
   with its own Prefect home; then every byte written is searched for the key.
   The key belongs only in the Authorization header the server receives.
-- kills: `kill -9` at random points of distill, sft, grpo, infer and their QA
+- kills: `kill -9` at random points of the work (while the stage's MLflow run is open) of distill, sft, grpo, infer and their QA
   counterparts in a fresh git+DVC repo on the micro profile, then a rerun:
   resumed, identical to the uninterrupted run, half outputs, MLflow runs left RUNNING.
 
@@ -1063,7 +1063,7 @@ RESUME_STATE = {
 }
 KILL_ATTEMPTS = 3  # tries per trial when the stage finishes before its kill
 # Knobs over the micro profile, so that training checkpoints (and a kill can land between them).
-KILL_PROFILE = {"teacher": {"samples": 4}, "qa": {"teacher": {"samples": 4}}, "sft": {"max_steps": 8, "save_steps": 2}, "grpo": {"steps": 4, "save_steps": 1}}
+KILL_PROFILE = {"teacher": {"samples": 4}, "qa": {"teacher": {"samples": 4}}, "sft": {"max_steps": 16, "save_steps": 4}, "grpo": {"steps": 4, "save_steps": 1}}
 
 
 def dvc_graph(dvc_yaml: Path) -> dict[str, dict[str, list[str]]]:
@@ -1144,47 +1144,66 @@ def _stage_process(parent: Any) -> Any | None:
 
 
 def run_and_kill(cmd: list[str], cwd: Path, env: dict[str, str], kill_after: float | None = None, timeout: float = 900) -> dict[str, Any]:
-    """Run `cmd`; with `kill_after`, kill -9 its stage process (a descendant running `-m stages.*`) that many seconds after it appears.
+    """Run `cmd`; with `kill_after`, kill -9 its stage process (a descendant running `-m stages.*`) that many
+    seconds into its work.
 
-    Returns rc, the stage process's lifetime (seconds, from its start to its exit, or to the end of
-    `cmd` when it was not seen exit), whether the kill was sent to the running stage, and the output tail.
+    The work is the time the stage's MLflow run is open in `cwd`'s store: before it the process
+    only imports and loads, and after it only shuts down, so a kill there tests nothing a rerun
+    must resume. Returns rc, the work's length (seconds; to the process's exit, or to the end of
+    `cmd`, when the run was not seen to close), whether the kill was sent, and the output's tail.
     """
     import psutil
 
     log = tempfile.TemporaryFile("w+")
+    runs_before = _stage_runs(cwd)[0]
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     parent = psutil.Process(proc.pid)
     deadline = time.monotonic() + timeout
     started = ended = child = None
     killed = False
     while proc.poll() is None and time.monotonic() < deadline:
+        now = time.monotonic()
         if child is None:
             child = _stage_process(parent)
-            if child is not None:
-                started = time.monotonic()
-        elif ended is None:
+        total, running = _stage_runs(cwd)
+        if started is None and total > runs_before:
+            started = now
+        elif started is not None and ended is None and total >= 0 and running == 0:
+            ended = now  # the run closed: the stage's work is done
+        if child is not None and ended is None:
             try:
                 alive = child.status() != psutil.STATUS_ZOMBIE
             except psutil.NoSuchProcess:
                 alive = False
             if not alive:
-                ended = time.monotonic()  # it finished (or died) on its own
-            elif kill_after is not None and not killed and time.monotonic() - started >= kill_after:
+                ended = now  # it died before its run closed
+            elif started is not None and kill_after is not None and now - started >= kill_after:
                 try:
                     child.send_signal(signal.SIGKILL)
                     killed = True
-                    ended = time.monotonic()
                 except psutil.NoSuchProcess:
-                    ended = time.monotonic()  # it finished first
-        time.sleep(0.05)
+                    pass  # it finished first
+                ended = now
+        time.sleep(0.1)
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    lifetime = ((ended or time.monotonic()) - started) if started is not None else None
+    work = ((ended or time.monotonic()) - started) if started is not None else None
     log.seek(0)
     output = _without_progress(log.read())
     log.close()
-    return {"rc": proc.returncode, "lifetime_s": lifetime, "killed": killed, "output": output[-3000:]}
+    return {"rc": proc.returncode, "lifetime_s": work, "killed": killed, "output": output[-3000:]}
+
+
+def _stage_runs(repo: Path) -> tuple[int, int]:
+    """(stage runs, of which RUNNING) in the repository's MLflow store; (-1, -1) while it is locked."""
+    import sqlite3
+
+    try:
+        status = _mlflow_status(repo)
+    except sqlite3.OperationalError:
+        return -1, -1
+    return sum(status.values()), status.get("RUNNING", 0)
 
 
 def _without_progress(text: str) -> str:
