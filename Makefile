@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup repro test bench micro long travelplanner ablate report gpu-wheels
+.PHONY: setup repro test test-fast bench micro long travelplanner ablate report gpu-wheels
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -20,6 +20,11 @@ repro: setup
 test: setup
 	ruff check star flows stages tests bench
 	pytest -q
+
+# The inner loop: the tests not marked slow (no pipeline runs, training or real servers), a few minutes on 2 cores.
+test-fast: setup
+	ruff check star flows stages tests bench
+	pytest -q -m "not slow"
 
 bench: setup
 	for b in bench/*.py; do python $$b; done

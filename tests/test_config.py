@@ -147,6 +147,7 @@ def test_reading_params_loads_only_the_schema():
     assert set(out.stdout.split()) - SCHEMA_MODULES == set()
 
 
+@pytest.mark.slow
 def test_a_dead_server_stops_a_stage_with_one_line_and_exit_3(tmp_path):
     """Synthesis with paraphrasing on, pointed at a closed port: an `error:` line, exit 3, no output."""
     import socket

@@ -40,6 +40,7 @@ def test_examples_are_deterministic_per_seed_and_mask_only_repeats():
         assert all(ids[i] in items for i, m in enumerate(mask) if m)
 
 
+@pytest.mark.slow
 def test_pretraining_installs_copying(base_dir, tmp_path, one_torch_thread):
     spec = CopySpec(examples=19200, batch_size=32, min_items=6, max_items=12, max_filler=8, learning_rate=2e-3, eval_examples=40)
     metrics = pretrain_copy(str(base_dir), tmp_path / "copy", spec, tmp_path / "ckpt")

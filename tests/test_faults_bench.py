@@ -76,6 +76,7 @@ def test_a_dead_teacher_server_fails_fast_with_the_projects_error(faults, corpus
     assert outcome == "raw JSONDecodeError" and not clear
 
 
+@pytest.mark.slow
 def test_the_planted_key_is_found_only_where_it_was_planted(faults, corpus):
     def leak(key, outputs):
         (outputs / "oops.log").write_text(f"key={key}\n")
@@ -88,6 +89,7 @@ def test_the_planted_key_is_found_only_where_it_was_planted(faults, corpus):
     assert result["files_scanned"] >= 4  # the outputs and the MLflow store
 
 
+@pytest.mark.slow
 def test_retry_after_counts_the_clients_that_waited_as_asked(faults, corpus, monkeypatch):
     def impatient(base_url, corpus, timeout, retries, **kw):
         """Retries at once, whatever the 429 asked."""

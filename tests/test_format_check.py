@@ -233,6 +233,7 @@ f.format_itinerary = lambda text, query, **kw: Plan(idx=query.idx, days=[Day(1, 
 """
 
 
+@pytest.mark.slow
 def test_the_format_stage_checks_what_it_writes(tmp_path):
     good, bad = tmp_path / "good", tmp_path / "bad"
     good.mkdir(), bad.mkdir()

@@ -26,6 +26,7 @@ def _load_module():
     return module
 
 
+@pytest.mark.slow
 def test_cpu_small_mode_prints_one_json_line_of_positive_figures(tmp_path):
     env = {**os.environ, "PYTHON": sys.executable, "STAR_WHEELS": str(tmp_path / "no-wheels")}
     out = tmp_path / "result.json"

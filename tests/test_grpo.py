@@ -150,6 +150,7 @@ def test_runner_masks_every_observation_token(tiny):
     assert set(runner.stats) >= {"fault_rate", "invalid_rate", "error_rate", "recovery_rate", "generation_seconds", "scoring_seconds"}
 
 
+@pytest.mark.slow
 def test_arpo_groups_share_a_replayed_prefix(tiny):
     model, tokenizer, queries, tools, index = tiny
     params = GRPOParams(algorithm="arpo", num_generations=4, max_turns=3, max_new_tokens=16)
@@ -194,6 +195,7 @@ def _logprob(model, prompt_ids, completion_ids, mask):
     return float((picked * torch.tensor(mask, dtype=torch.float)).sum())
 
 
+@pytest.mark.slow
 def test_one_step_raises_the_better_episodes_and_lowers_the_worse(tiny, tmp_path, one_torch_thread):
     import copy
 
@@ -276,6 +278,7 @@ def test_unseen_queries_leave_out_the_sft_set(tmp_path):
         train_grpo(GRPOParams(unseen_queries=False), str(tmp_path / "no-model"), tasks, str, None, None, "", tmp_path / "out", tmp_path / "ckpt", seen={1, 2})
 
 
+@pytest.mark.slow
 def test_a_resumed_run_replays_the_same_rollouts_and_weights(tiny, tmp_path, one_torch_thread):
     """Killed after its first checkpoint and run again, GRPO ends with the uninterrupted run's weights."""
     import torch

@@ -221,6 +221,7 @@ def test_bad_replies_reach_the_environment_as_invalid_turns(world):
 # --- a real server -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_episodes_against_transformers_serve(server, model_dir, world, secret_key):
     queries = world[0]
     teacher = teacher_for(server.base_url, model_dir)
@@ -238,6 +239,7 @@ def test_episodes_against_transformers_serve(server, model_dir, world, secret_ke
     assert SECRET not in "".join(server.lines)
 
 
+@pytest.mark.slow
 def test_server_accepts_a_multi_turn_history(server, model_dir, world):
     queries, tools, index = world
     row = run_episode(ExpertTeacher(Expert()), tools, index, queries[1], 0, seed=0, max_turns=30, fault_rate=0.0)
@@ -248,6 +250,7 @@ def test_server_accepts_a_multi_turn_history(server, model_dir, world):
     assert eventually(lambda: server.requests() - before == 1)
 
 
+@pytest.mark.slow
 def test_client_errors_are_not_retried(server, model_dir, secret_key):
     teacher = teacher_for(server.base_url, "no-such-model", retries=3)
     before = server.requests()
@@ -269,6 +272,7 @@ def test_dead_server_raises_teacher_unavailable_quickly(model_dir, world, secret
     assert SECRET not in text and err.value.__cause__ is None and "\n" not in text
 
 
+@pytest.mark.slow
 def test_server_dying_mid_run_keeps_finished_rows_and_resume_runs_only_the_rest(server, model_dir, world, tmp_path, secret_key):
     queries = world[0]
     items = [(q, 0) for q in queries]

@@ -238,6 +238,7 @@ def _worker(root: str, name: str, barrier) -> None:
             mlflow.log_metrics({"x": 1.0})
 
 
+@pytest.mark.slow
 def test_concurrent_pipelines_share_one_store(tmp_path):
     import mlflow
 

@@ -119,6 +119,7 @@ def test_labels_cover_exactly_the_assistant_tokens(tiny, rows, tmp_path):
     assert sum(lab != -100 for lab in labels) < len(labels) / 2
 
 
+@pytest.mark.slow
 def test_loss_goes_down_and_metrics_are_logged(trained):
     logs = trained["logs"]
     losses = [(step, m["loss"]) for step, m in logs if "loss" in m]
@@ -138,6 +139,7 @@ def test_loss_goes_down_and_metrics_are_logged(trained):
     assert metrics["tokens_per_second"] > 0 and metrics["wall_seconds"] > 0
 
 
+@pytest.mark.slow
 def test_saved_model_loads_and_generates(trained, tiny):
     out = trained["out"]
     tokenizer = AutoTokenizer.from_pretrained(out)
@@ -158,6 +160,7 @@ class Interrupt(TrainerCallback):
             raise KeyboardInterrupt
 
 
+@pytest.mark.slow
 def test_interrupted_training_resumes_from_the_last_checkpoint(tiny, rows, tmp_path):
     params = SFTParams(**{**FAST, "max_steps": 6, "save_steps": 3})
     data = rows[:4]
@@ -194,6 +197,7 @@ class Threads(TrainerCallback):
         self.seen = torch.get_num_threads()
 
 
+@pytest.mark.slow
 def test_lora_trains_and_saves_a_merged_model(tiny, rows, tmp_path):
     params = SFTParams(
         **{**FAST, "max_steps": 4, "eval_fraction": 0.25, "cpu_threads": 1}, lora={"enabled": True, "r": 4, "alpha": 8}
