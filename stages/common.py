@@ -16,6 +16,21 @@ PACKAGES = ("star", "flows", "stages")
 # A directory: each stage run writes there the project files it imported, so a test can
 # check them against the stage's deps in dvc.yaml (tests/test_pipeline_micro.py).
 RECORD_IMPORTS = "STAR_RECORD_IMPORTS"
+# Where the data splits live: a stage argument naming a .jsonl file in one of these is
+# a file the stage reads, logged as a dataset input of its MLflow run.
+DATASET_DIRS = ("data/queries", "data/sft", "data/qa/questions", "data/qa/sft")
+
+
+def datasets_read(arguments: dict[str, Any]) -> dict[str, tuple[Path, str]]:
+    """{name: (path, context)} of the split files among a stage's arguments, named by
+    their path under data/ ("queries/test"); a train split is training data, any other
+    split (validation, test) evaluation data."""
+    found = {}
+    for value in arguments.values():
+        if isinstance(value, Path) and value.suffix == ".jsonl" and value.parent.as_posix() in DATASET_DIRS:
+            name = value.relative_to("data").with_suffix("").as_posix()
+            found[name] = (value, "training" if value.stem == "train" else "evaluation")
+    return found
 
 
 def record_imports(root: Path, directory: Path) -> None:
@@ -35,7 +50,8 @@ def run_stage(
 ) -> None:
     """`flow` gets each section as a keyword argument plus `outputs`, and returns metrics.
 
-    Files in `artifacts` that exist afterwards are logged to the stage's MLflow run.
+    Files in `artifacts` that exist afterwards are logged to the stage's MLflow run, and
+    the data splits among `outputs` (see `datasets_read`) as its dataset inputs.
     """
     root = Path.cwd()
     try:
@@ -46,10 +62,11 @@ def run_stage(
 
     import mlflow
 
-    from star.tracking import stage_run
+    from star.tracking import log_datasets, stage_run
 
     try:
         with stage_run(name, {k: v.model_dump(mode="json") for k, v in params.items()}, root, PARAMS_FILE):
+            log_datasets(datasets_read(outputs))
             metrics = flow(**params, **outputs) or {}
             mlflow.log_metrics({k: float(v) for k, v in metrics.items()})
             mlflow.log_dict(metrics, f"{name}_metrics.json")

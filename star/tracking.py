@@ -174,6 +174,42 @@ def stage_run(stage: str, params: dict[str, Any], root: Path, params_file: str =
             _extend_parent(root, client, parent_id, run.info.run_id)
 
 
+def log_datasets(datasets: dict[str, tuple[Path, str]]) -> list[str]:
+    """Log the files a run reads as its MLflow dataset inputs: {name: (path, context)}.
+
+    Each dataset has the path as its source, the file's content hash as its digest (the
+    same content shows the same digest in every run), the context (`training`,
+    `evaluation`) and the file's JSON lines as its rows. A missing file is skipped; one
+    whose lines are not JSON objects is logged without rows. Returns the names logged.
+    """
+    import json
+    import warnings
+
+    import mlflow
+    import mlflow.data
+    import pandas as pd
+
+    logged, contexts, names = [], [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # MLflow's notes on a local path's two source types and on integer columns
+        for name, (path, context) in datasets.items():
+            path = Path(path)
+            if not path.is_file():
+                continue
+            data = path.read_bytes()
+            try:
+                rows = pd.DataFrame([json.loads(line) for line in data.decode().splitlines() if line.strip()])
+            except (ValueError, TypeError):
+                rows = pd.DataFrame()
+            digest = hashlib.sha256(data).hexdigest()[:12]  # as file_hash
+            logged.append(mlflow.data.from_pandas(rows, source=str(path), name=name, digest=digest))
+            contexts.append(context)
+            names.append(name)
+        if logged:
+            mlflow.log_inputs(logged, contexts=contexts, tags_list=[None] * len(logged))
+    return names
+
+
 def _extend_parent(root: Path, client: Any, parent_id: str, stage_run_id: str) -> None:
     """Make the pipeline's parent run end with its latest stage, and add the stage's time to it.
 

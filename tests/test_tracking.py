@@ -1,10 +1,10 @@
-"""Stage runs in a real MLflow store: a killed stage's run does not stay RUNNING."""
+"""Stage runs in a real MLflow store: a killed stage's run does not stay RUNNING; a stage lists the splits it reads."""
 
 from __future__ import annotations
 
 import pytest
 
-from star.tracking import EXPERIMENT, stage_run, tracking_uri
+from star.tracking import EXPERIMENT, file_hash, stage_run, tracking_uri
 
 
 @pytest.fixture
@@ -107,4 +107,81 @@ def test_the_parent_run_spans_its_stages_and_sums_their_time(root, monkeypatch):
         raise RuntimeError("boom")
     assert client.get_run(failed.info.run_id).info.status == "FAILED"
     assert client.get_run(parent.info.run_id).info.end_time >= client.get_run(failed.info.run_id).info.end_time
+    mlflow.set_tracking_uri(previous)
+
+
+def _inputs(client, run_id):
+    """{name: (digest, context, source, rows)} of a run's dataset inputs."""
+    import json
+
+    found = {}
+    for item in client.get_run(run_id).inputs.dataset_inputs:
+        d, tags = item.dataset, {t.key: t.value for t in item.tags}
+        found[d.name] = (d.digest, tags.get("mlflow.data.context"), json.loads(d.source)["uri"], json.loads(d.profile)["num_rows"])
+    return found
+
+
+def test_a_stage_run_lists_the_splits_it_reads_as_dataset_inputs(root, monkeypatch):
+    import json
+    from pathlib import Path
+
+    import mlflow
+
+    from stages.common import run_stage
+
+    monkeypatch.chdir(root)  # run_stage works in the repository: params.yaml and data/ relative to it
+    previous = mlflow.get_tracking_uri()
+    (root / "params.yaml").write_text("{}\n")
+    queries, questions = root / "data/queries", root / "data/qa/questions"
+    queries.mkdir(parents=True)
+    questions.mkdir(parents=True)
+    rows = [{"id": i, "query": f"trip {i}", "constraints": {"days": 3}} for i in range(3)]
+    (queries / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (queries / "test.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    (questions / "test.jsonl").write_text('{"question": "who?", "answer": "me"}\n')
+    runs = []
+
+    def flow(**kwargs):
+        runs.append(mlflow.active_run().info.run_id)
+        return {}
+
+    def probe():
+        run_stage(
+            "probe@sft", [], flow,
+            train=Path("data/queries/train.jsonl"), queries=Path("data/queries/test.jsonl"),
+            questions=Path("data/qa/questions/test.jsonl"),
+            sft_set=Path("data/sft/train.jsonl"),  # missing: skipped
+            out=Path("data/queries"), model_dir=None,  # not split files
+        )
+
+    probe()
+    client = mlflow.MlflowClient(tracking_uri(root))
+    first = _inputs(client, runs[0])
+    assert set(first) == {"queries/train", "queries/test", "qa/questions/test"}
+    assert first["queries/train"][1:] == ("training", "data/queries/train.jsonl", 3)
+    assert first["queries/test"][1:] == ("evaluation", "data/queries/test.jsonl", 1)
+    assert first["qa/questions/test"][1:] == ("evaluation", "data/qa/questions/test.jsonl", 1)
+    assert len({digest for digest, *_ in first.values()}) == 3
+
+    (queries / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))  # new train split, same test split
+    probe()
+    second = _inputs(client, runs[1])
+    assert second["queries/test"][0] == first["queries/test"][0]
+    assert second["qa/questions/test"][0] == first["qa/questions/test"][0]
+    assert second["queries/train"][0] != first["queries/train"][0] and second["queries/train"][3] == 2
+    mlflow.set_tracking_uri(previous)
+
+
+def test_a_split_that_is_not_json_is_listed_without_rows(root, monkeypatch):
+    import mlflow
+
+    from star.tracking import log_datasets
+
+    previous = mlflow.get_tracking_uri()
+    (root / "train.jsonl").write_text("not json\n")
+    with stage_run("sft", {}, root) as run:
+        assert log_datasets({"sft/train": (root / "train.jsonl", "training"), "sft/gone": (root / "gone.jsonl", "training")}) == ["sft/train"]
+    found = _inputs(mlflow.MlflowClient(tracking_uri(root)), run.info.run_id)
+    assert list(found) == ["sft/train"] and found["sft/train"][1] == "training" and found["sft/train"][3] == 0
+    assert found["sft/train"][0] == file_hash(root / "train.jsonl")
     mlflow.set_tracking_uri(previous)
