@@ -262,7 +262,7 @@ def train_grpo(
     from star.agent.backends import TransformersBackend
     from star.agent.policy import play_tasks
     from star.agent.rollout import RolloutLimits
-    from star.io import atomic_dir
+    from star.io import atomic_dir, write_json
     from star.train.curves import curve, write_curve
 
     torch.manual_seed(params.seed)
@@ -296,8 +296,7 @@ def train_grpo(
         """Save the runner's generator with each checkpoint, so a resumed run replays the same rollouts."""
 
         def on_save(self, args, state, control, **kwargs):
-            path = Path(args.output_dir) / f"checkpoint-{state.global_step}" / ROLLOUT_RNG
-            path.write_text(json.dumps(runner.rng.getstate()))
+            write_json(Path(args.output_dir) / f"checkpoint-{state.global_step}" / ROLLOUT_RNG, runner.rng.getstate())
 
     system = [{"role": "system", "content": system_prompt}] if system_prompt else []
     dataset = Dataset.from_list([{"prompt": [*system, {"role": "user", "content": text_of(t)}]} for t in tasks])
