@@ -1,4 +1,4 @@
-"""base: the untrained policy. The built-in tiny model is built here from the task's own text."""
+"""base: the untrained policy. builtin:tiny is built here from the task's own text, builtin:smollm2 converted from its GGUF file."""
 
 from __future__ import annotations
 

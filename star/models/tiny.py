@@ -27,7 +27,7 @@ from transformers.utils.chat_template_utils import render_jinja_template
 from trl.chat_template_utils import qwen2_5_chat_template
 
 from star.io import atomic_dir
-from star.models.spec import BUILTIN_TINY, TinySpec
+from star.models.spec import BUILTIN_TINY, BUILTINS, TinySpec
 from star.travel.env import SYSTEM_PROMPT
 
 PAD = "<|endoftext|>"
@@ -174,17 +174,18 @@ def make_tiny(out_dir: str | Path, corpus: Iterable[str], entity_names: Sequence
 
 
 def resolve_model_path(name_or_path: str, builtin_dir: str | Path) -> str:
-    """`builtin:tiny` -> its built directory; anything else is a hub id or a path."""
-    if name_or_path == BUILTIN_TINY:
+    """A built-in name (`builtin:tiny`, `builtin:smollm2`) -> its built directory; anything else is a hub id or a path."""
+    if name_or_path in BUILTINS:
         builtin_dir = Path(builtin_dir)
         if not (builtin_dir / "config.json").is_file() or not (builtin_dir / "tokenizer.json").is_file():
+            builder = "star.models.tiny.make_tiny" if name_or_path == BUILTIN_TINY else "star.models.smollm2.make_smollm2"
             raise FileNotFoundError(
-                f"{BUILTIN_TINY} is not built: no model at {builtin_dir}. Build it first with "
-                "star.models.tiny.make_tiny (the pipeline stage that writes it)."
+                f"{name_or_path} is not built: no model at {builtin_dir}. Build it first with "
+                f"{builder} (the pipeline stage that writes it)."
             )
         return str(builtin_dir)
     if name_or_path.startswith("builtin:"):
-        raise ValueError(f"unknown built-in model {name_or_path!r}; the only one is {BUILTIN_TINY!r}")
+        raise ValueError(f"unknown built-in model {name_or_path!r}; the built-in ones are {', '.join(BUILTINS)}")
     return name_or_path
 
 
