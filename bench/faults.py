@@ -24,8 +24,9 @@ Five sections, one function each; every count lands in the JSON line printed las
   MLflow store and, in the full mode, the real distill stage in a subprocess
   with its own Prefect home; then every byte written is searched for the key.
   The key belongs only in the Authorization header the server receives.
-- kills: `kill -9` at random points of the work (while the stage's MLflow run is open) of distill, sft, grpo, infer and their QA
-  counterparts in a fresh git+DVC repo on the micro profile, then a rerun:
+- kills: `kill -9` at random points of the work (while the stage's MLflow run is
+  open) of distill, sft, grpo, infer and their QA counterparts in a fresh
+  git+DVC repo on the micro profile, then a rerun:
   resumed, identical to the uninterrupted run, half outputs, MLflow runs left RUNNING.
 
 Usage:

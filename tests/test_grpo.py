@@ -37,8 +37,7 @@ class _Trainer:
 
 
 def test_dapo_replaces_flat_groups_and_counts_them():
-    params = GRPOParams(
-        algorithm="dapo", num_generations=2, dapo_max_tries=3)
+    params = GRPOParams(algorithm="dapo", num_generations=2, dapo_max_tries=3)
     runner = EpisodeRunner(play=None, queries=[SimpleNamespace(query=q) for q in ("q1", "q2", "q3")], scorer=None, params=params)
     outcomes = iter([[0.0, 1.0]])  # the first fresh group has signal
 
