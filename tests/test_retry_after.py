@@ -94,12 +94,18 @@ def test_a_429_with_retry_after_in_seconds_is_retried_after_that_delay(client, r
 @pytest.mark.parametrize("client", CLIENTS)
 def test_a_429_with_retry_after_as_an_http_date_is_retried_at_that_date(client, reply_server, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "sk-test")
-    # HTTP dates have whole seconds: two seconds ahead of now asks for a wait of more than one second.
-    when = math.floor(time.time()) + 2
-    answer, times = rate_limit_once(lambda: {"Retry-After": email.utils.formatdate(when, usegmt=True)})
+    # HTTP dates have whole seconds: two seconds ahead of the 429 asks for a wait of more than one second.
+    # The date is set when the first request arrives, so a slow start on a busy machine cannot shorten it.
+    asked: list[int] = []
+
+    def header() -> dict[str, str]:
+        asked.append(math.floor(time.time()) + 2)
+        return {"Retry-After": email.utils.formatdate(asked[0], usegmt=True)}
+
+    answer, times = rate_limit_once(header)
     assert CLIENTS[client](reply_server(answer), 10.0)
     assert len(times) == 2
-    assert times[1][1] >= when, (times[1][1], when)
+    assert times[1][1] >= asked[0], (times[1][1], asked[0])
     assert times[1][0] - times[0][0] >= 1.0
 
 
