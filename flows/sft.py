@@ -14,9 +14,9 @@ from star.io import content_digest, read_jsonl
 from star.models.base import model_source
 
 
-@task
-def fine_tune(sft: SFTStageParams, model: ModelParams, data: Path, base: Path, out: Path, checkpoints: Path, curve: Path) -> dict[str, float]:
+def train(sft: SFTStageParams, model: ModelParams, data: Path, base: Path, out: Path, checkpoints: Path, curve: Path) -> dict[str, float]:
     import mlflow
+    from accelerate import PartialState
 
     from star.train.sft import MetricsCallback, train_sft
 
@@ -29,8 +29,13 @@ def fine_tune(sft: SFTStageParams, model: ModelParams, data: Path, base: Path, o
         rows = [{k: v for k, v in r.items() if k != "tools"} for r in rows]
     callback = MetricsCallback(lambda metrics, step: mlflow.log_metrics({f"train/{k}": v for k, v in metrics.items()}, step=step))
     metrics = train_sft(model_source(base), rows, out, sft, checkpoints, callbacks=[callback], curve_path=curve)
-    shutil.rmtree(checkpoints, ignore_errors=True)
+    if PartialState().is_main_process:  # in a multi-process run the first process owns the files
+        shutil.rmtree(checkpoints, ignore_errors=True)
     return metrics
+
+
+# The flow's task; `train` itself is what the other processes of a multi-process run call.
+fine_tune = task(train, name="fine_tune")
 
 
 @flow(name="sft")

@@ -19,6 +19,13 @@ RECORD_IMPORTS = "STAR_RECORD_IMPORTS"
 # Where the data splits live: a stage argument naming a .jsonl file in one of these is
 # a file the stage reads, logged as a dataset input of its MLflow run.
 DATASET_DIRS = ("data/queries", "data/sft", "data/qa/questions", "data/qa/sft")
+# The variables that give a process its global rank under torchrun (`accelerate launch`) or MPI.
+RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK", "PMI_RANK")
+
+
+def main_process() -> bool:
+    """False in all but the first process of a multi-process run (`accelerate launch`)."""
+    return next((os.environ[v] for v in RANK_VARS if os.environ.get(v)), "0") == "0"
 
 
 def datasets_read(arguments: dict[str, Any]) -> dict[str, tuple[Path, str]]:
@@ -46,12 +53,22 @@ def record_imports(root: Path, directory: Path) -> None:
 
 
 def run_stage(
-    name: str, sections: list[str], flow: Callable[..., dict[str, Any]], artifacts: list[Path] = (), **outputs: Any
+    name: str,
+    sections: list[str],
+    flow: Callable[..., dict[str, Any]],
+    artifacts: list[Path] = (),
+    replica: Callable[..., Any] | None = None,
+    **outputs: Any,
 ) -> None:
     """`flow` gets each section as a keyword argument plus `outputs`, and returns metrics.
 
     Files in `artifacts` that exist afterwards are logged to the stage's MLflow run, and
     the data splits among `outputs` (see `datasets_read`) as its dataset inputs.
+
+    Under `accelerate launch` with several processes, the first one runs `flow` as above;
+    the others call `replica` with the same arguments, outside Prefect and MLflow: it
+    trains beside the first process, which alone tracks the run and writes the outputs.
+    A stage without a `replica` refuses to run in several processes.
     """
     root = Path.cwd()
     try:
@@ -59,6 +76,13 @@ def run_stage(
     except ParamsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
+
+    if not main_process():
+        if replica is None:
+            print(f"error: {name}: this stage runs in one process only, not under a multi-process launch", file=sys.stderr)
+            sys.exit(2)
+        replica(**params, **outputs)
+        return
 
     import mlflow
 

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from flows.sft import sft_flow
+from flows.sft import sft_flow, train
 from stages.common import run_stage
 
 if __name__ == "__main__":
@@ -8,6 +8,7 @@ if __name__ == "__main__":
         "sft",
         ["sft", "model"],
         sft_flow,
+        replica=train,  # the other processes under `accelerate launch`
         data=Path("data/sft/train.jsonl"),
         base=Path("models/copy"),
         out=Path("models/sft"),

@@ -7,12 +7,19 @@ the assistant turns, so system, user and tool-response tokens get no label.
 
 Checkpoints go to `checkpoint_dir` and a rerun resumes from the last one; the
 final model (LoRA merged in) lands in `out_dir` in one rename.
+
+Under `accelerate launch` with several processes (DDP, DeepSpeed ZeRO, FSDP) every
+process trains on its own share of each batch; only the first one writes files
+(checkpoints, the model, the curve) and hands logs to `MetricsCallback`. Token
+counts are summed over the processes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
 import random
 import shutil
 import time
@@ -30,6 +37,9 @@ from star.train.curves import curve, write_curve
 from star.train.sft_params import LoraParams, SFTParams
 
 LogFn = Callable[[dict[str, float], int], None]
+# A directory: when set, each process appends the sequences it trains on, step by step,
+# to `rank<process index>.jsonl` there (a test checks that processes share out the data).
+RECORD_BATCHES = "STAR_RECORD_BATCHES"
 
 
 def _tools(row: dict[str, Any]) -> list[dict[str, Any]] | None:
@@ -71,17 +81,42 @@ class _Trainer(SFTTrainer):
         mask = inputs.get("attention_mask")
         self.tokens_seen += int(mask.sum()) if mask is not None else inputs["input_ids"].numel()
         self.assistant_tokens_seen += int((inputs["labels"] != -100).sum())
+        if os.environ.get(RECORD_BATCHES):
+            self._record(inputs, Path(os.environ[RECORD_BATCHES]))
         return super().training_step(model, inputs, *args, **kwargs)
 
+    def _record(self, inputs: dict[str, Any], directory: Path) -> None:
+        """Append {step, sequences: [digest of each sequence's tokens]} to this process's file."""
+        mask = inputs.get("attention_mask")
+        digests = []
+        for i, ids in enumerate(inputs["input_ids"].tolist()):
+            kept = ids if mask is None else [t for t, m in zip(ids, mask[i].tolist()) if m]
+            digests.append(hashlib.sha256(json.dumps(kept).encode()).hexdigest()[:16])
+        directory.mkdir(parents=True, exist_ok=True)
+        with open(directory / f"rank{self.args.process_index}.jsonl", "a") as f:
+            f.write(json.dumps({"step": self.state.global_step, "sequences": digests}) + "\n")
+
+    def token_counts(self) -> tuple[int, int]:
+        """(tokens, assistant tokens) trained on so far, by all processes together.
+
+        With several processes every one of them must call this at the same point.
+        """
+        if self.accelerator.num_processes == 1:
+            return self.tokens_seen, self.assistant_tokens_seen
+        counts = torch.tensor([self.tokens_seen, self.assistant_tokens_seen], device=self.accelerator.device)
+        tokens, assistant = self.accelerator.reduce(counts, "sum").tolist()
+        return tokens, assistant
+
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        # every process logs at the same steps, so the counts can be summed here
         if self.model.training:
-            logs["train_tokens"] = self.tokens_seen
-            logs["assistant_tokens"] = self.assistant_tokens_seen
+            logs["train_tokens"], logs["assistant_tokens"] = self.token_counts()
         super().log(logs, start_time)
 
 
 class MetricsCallback(TrainerCallback):
-    """Hands every log (loss, learning rate, grad norm, throughput) to `log_fn(metrics, step)`.
+    """Hands every log (loss, learning rate, grad norm, throughput) to `log_fn(metrics, step)`,
+    in the first process only when several train together.
 
     Throughput is measured between two logs from the token counts the trainer
     adds to its logs: all non-padding tokens, and the assistant tokens that
@@ -96,6 +131,8 @@ class MetricsCallback(TrainerCallback):
         self._last = (time.perf_counter(), 0, 0)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if not state.is_world_process_zero:
+            return
         logs = logs or {}
         metrics = {k: float(v) for k, v in logs.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         if "loss" in logs and "train_tokens" in logs and self._last is not None:
@@ -186,12 +223,14 @@ def make_trainer(
     if not rows:
         raise ValueError("no rows to train on")
     train_rows, eval_rows = _split(list(rows), params.eval_fraction, params.seed)
+    # The config comes first: under DeepSpeed ZeRO-3 it makes the model load already sharded.
+    args = sft_config(params, Path(checkpoint_dir), bool(eval_rows))
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     # fp32 master weights whatever the checkpoint's dtype; bf16 is autocast on top.
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     return _Trainer(
         model=model,
-        args=sft_config(params, Path(checkpoint_dir), bool(eval_rows)),
+        args=args,
         train_dataset=to_dataset(train_rows),
         eval_dataset=to_dataset(eval_rows) if eval_rows else None,
         processing_class=tokenizer,
@@ -218,8 +257,13 @@ def train_sft(
     last_loss = _LastLoss()
     trainer = make_trainer(model_path, rows, params, checkpoint_dir, [last_loss, *callbacks])
 
+    main = trainer.is_world_process_zero()  # the process that writes files
+    sharded = trainer.is_fsdp_enabled or (trainer.is_deepspeed_enabled and trainer.accelerator.state.deepspeed_plugin.zero_stage == 3)
+    if sharded and params.lora.enabled:
+        raise ValueError("LoRA cannot be merged into weights sharded by FSDP or ZeRO-3; train it with DDP or ZeRO-2")
+
     resume = last_checkpoint(checkpoint_dir)
-    for partial in [p for p in _checkpoints(checkpoint_dir) if not _complete(p)]:
+    for partial in [p for p in _checkpoints(checkpoint_dir) if not _complete(p)] if main else []:
         shutil.rmtree(partial)  # nothing to resume from, and it would upset checkpoint rotation
     threads = torch.get_num_threads()
     if params.cpu_threads and trainer.args.use_cpu:
@@ -231,25 +275,31 @@ def train_sft(
     finally:
         torch.set_num_threads(threads)
 
+    tokens, assistant_tokens = trainer.token_counts()
     metrics: dict[str, float] = {
         "train_loss": last_loss.loss if last_loss.loss is not None else float(result.training_loss),
         "train_loss_mean": float(result.training_loss),
         "steps": trainer.state.global_step,
         "resumed_from_step": _step_of(resume) if resume else 0,
-        "train_tokens": trainer.tokens_seen,
-        "assistant_tokens": trainer.assistant_tokens_seen,
-        "tokens_per_second": trainer.tokens_seen / wall if wall > 0 else math.nan,
-        "assistant_tokens_per_second": trainer.assistant_tokens_seen / wall if wall > 0 else math.nan,
+        "train_tokens": tokens,
+        "assistant_tokens": assistant_tokens,
+        "tokens_per_second": tokens / wall if wall > 0 else math.nan,
+        "assistant_tokens_per_second": assistant_tokens / wall if wall > 0 else math.nan,
         "wall_seconds": wall,
     }
     if trainer.eval_dataset is not None:
         metrics["eval_loss"] = float(trainer.evaluate()["eval_loss"])
 
-    model = trainer.model
+    model, state_dict = trainer.model, None
+    if sharded:  # every process joins in gathering the whole weights
+        state_dict = trainer.accelerator.get_state_dict(trainer.model_wrapped)
+        model = trainer.accelerator.unwrap_model(trainer.model)
+    if not main:
+        return metrics
     if params.lora.enabled:
         model = model.merge_and_unload()  # a plain model: later stages need no peft
     with atomic_dir(out_dir) as tmp:
-        model.save_pretrained(tmp)
+        model.save_pretrained(tmp, state_dict=state_dict)
         trainer.processing_class.save_pretrained(tmp)
     if curve_path is not None:
         write_curve(curve_path, curve(trainer.state.log_history, "loss"))
