@@ -15,8 +15,7 @@ from star.travel.query import Query
 from star.travel.sandbox import Sandbox
 
 
-@task
-def reinforce(
+def train(
     grpo: GRPOStageParams, env: EnvParams, model: ModelParams, world: Path, queries: Path, sft_set: Path, sft: Path, out: Path, checkpoints: Path, curve: Path
 ) -> dict[str, float]:
     import mlflow
@@ -42,6 +41,10 @@ def reinforce(
         out, checkpoints / fingerprint, curve_path=curve, tools_in_prompt=model.tool_schemas,
         log_fn=lambda metrics, step: mlflow.log_metrics(metrics, step=step), seen=seen,
     )
+
+
+# The flow's task; `train` itself is what the other processes of a multi-process run call.
+reinforce = task(train, name="reinforce")
 
 
 @flow(name="grpo")

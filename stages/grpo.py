@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from flows.grpo import grpo_flow
+from flows.grpo import grpo_flow, train
 from stages.common import run_stage
 
 if __name__ == "__main__":
@@ -8,6 +8,7 @@ if __name__ == "__main__":
         "grpo",
         ["grpo", "env", "model"],
         grpo_flow,
+        replica=train,  # the other processes under `accelerate launch`
         world=Path("data/world"),
         queries=Path("data/queries/train.jsonl"),
         sft_set=Path("data/sft/train.jsonl"),

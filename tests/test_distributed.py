@@ -1,8 +1,9 @@
-"""Multi-process training with accelerate: the SFT stage in two processes (DDP over gloo
-on CPU), and the GPU configs in configs/accelerate as `accelerate launch` reads them."""
+"""Multi-process training with accelerate: the SFT and GRPO stages in two processes (DDP
+over gloo on CPU), and the GPU configs in configs/accelerate as `accelerate launch` reads them."""
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -40,8 +41,9 @@ def launch(cwd: Path, module: str, processes: int = 2, **env: str) -> subprocess
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory, synthetic_sandbox) -> Path:
-    """A stage's inputs: SFT conversations from the expert and the built-in tiny model as `models/copy`."""
+def inputs(tmp_path_factory, synthetic_sandbox) -> Path:
+    """What the training stages read: the world, training queries, SFT conversations from
+    the expert, and the built-in tiny model (the stages' `models/copy` and `models/sft`)."""
     from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
     from star.travel.distill import ExpertTeacher, run_episode
     from star.travel.evaluate import index_for
@@ -51,27 +53,53 @@ def workdir(tmp_path_factory, synthetic_sandbox) -> Path:
     from star.travel.synthetic import entity_names
     from star.travel.tools import TravelTools
 
-    cwd = tmp_path_factory.mktemp("distributed")
+    root = tmp_path_factory.mktemp("inputs")
     queries = Synthesizer(synthetic_sandbox, SynthesisSpec(sizes={"train": ROWS, "validation": 0, "test": 0})).run()["train"]
     tools, index = TravelTools(synthetic_sandbox), index_for(synthetic_sandbox)
     rows = [run_episode(ExpertTeacher(Expert(0.0)), tools, index, q, 0, seed=0, max_turns=16, fault_rate=0.0) for q in queries]
     corpus = corpus_from_trajectories([r["messages"] for r in rows], json.loads(rows[0]["tools"]))
     spec = TinySpec(vocab_size=1000, hidden_size=64, num_layers=2, num_heads=2)
-    make_tiny(cwd / "models/copy", corpus, entity_names(synthetic_sandbox), spec)
-    (cwd / "data/sft").mkdir(parents=True)
-    (cwd / "data/sft/train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    sft = dict(max_steps=STEPS, per_device_batch_size=2, max_length=1024, logging_steps=1, save_steps=2, cpu_threads=1)
-    (cwd / "params.yaml").write_text(yaml.safe_dump({"sft": sft, "model": {"name_or_path": "builtin:tiny"}}))
-    return cwd
+    make_tiny(root / "models/copy", corpus, entity_names(synthetic_sandbox), spec)
+    shutil.copytree(root / "models/copy", root / "models/sft")
+    synthetic_sandbox.save(root / "data/world")
+    (root / "data/sft").mkdir(parents=True)
+    (root / "data/sft/train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (root / "data/queries").mkdir(parents=True)
+    (root / "data/queries/train.jsonl").write_text("".join(q.model_dump_json() + "\n" for q in queries))
+    return root
+
+
+def workdir(inputs: Path, tmp_path: Path, params: dict) -> Path:
+    shutil.copytree(inputs, tmp_path / "run")
+    (tmp_path / "run/params.yaml").write_text(yaml.safe_dump({**params, "model": {"name_or_path": "builtin:tiny"}}))
+    return tmp_path / "run"
+
+
+def stage_runs(cwd: Path) -> tuple:
+    """(client, the stage runs) of the MLflow store in `cwd`."""
+    import mlflow
+
+    client = mlflow.MlflowClient(f"sqlite:///{cwd / 'mlflow.db'}")
+    return client, client.search_runs([client.get_experiment_by_name("star").experiment_id], filter_string="tags.`star.role` = 'stage'")
+
+
+def generates(out: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer, model = AutoTokenizer.from_pretrained(out), AutoModelForCausalLM.from_pretrained(out)
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Plan a trip."}], add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
+    generated = model.generate(**prompt, max_new_tokens=8, do_sample=False)
+    assert generated.shape[1] > prompt["input_ids"].shape[1]
 
 
 @pytest.mark.slow
-def test_sft_trains_in_two_processes_and_the_first_writes(workdir):
-    import mlflow
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    batches = workdir / "batches"
-    proc = launch(workdir, "stages.sft", STAR_RECORD_BATCHES=str(batches))
+def test_sft_trains_in_two_processes_and_the_first_writes(inputs, tmp_path):
+    sft = dict(max_steps=STEPS, per_device_batch_size=2, max_length=1024, logging_steps=1, save_steps=2, cpu_threads=1)
+    cwd = workdir(inputs, tmp_path, {"sft": sft})
+    batches = tmp_path / "batches"
+    proc = launch(cwd, "stages.sft", STAR_RECORD_BATCHES=str(batches))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
 
     # Both processes trained, every step, each on its own share of the batch.
@@ -86,22 +114,39 @@ def test_sft_trains_in_two_processes_and_the_first_writes(workdir):
         assert len(seen) == len(set(seen)) == ROWS
 
     # One MLflow run (the first process's), with the tokens of both processes.
-    client = mlflow.MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
-    runs = client.search_runs([client.get_experiment_by_name("star").experiment_id], filter_string="tags.`star.role` = 'stage'")
+    client, runs = stage_runs(cwd)
     assert [(r.data.tags["star.stage"], r.info.status) for r in runs] == [("sft", "FINISHED")]
     assert runs[0].data.metrics["steps"] == STEPS
     tokens = [m.value for m in client.get_metric_history(runs[0].info.run_id, "train/train_tokens")]
     assert tokens[-1] == runs[0].data.metrics["train_tokens"] > 0
-    assert not (workdir / "models/.checkpoints/sft").exists() or not any((workdir / "models/.checkpoints/sft").iterdir())
-    assert (workdir / "reports/train/sft.csv").read_text().count("\n") == STEPS + 1
+    assert not any((cwd / "models/.checkpoints/sft").iterdir())
+    assert (cwd / "reports/train/sft.csv").read_text().count("\n") == STEPS + 1
+    generates(cwd / "models/sft")
 
-    out = workdir / "models/sft"
-    tokenizer, model = AutoTokenizer.from_pretrained(out), AutoModelForCausalLM.from_pretrained(out)
-    prompt = tokenizer.apply_chat_template(
-        [{"role": "user", "content": "Plan a trip."}], add_generation_prompt=True, return_tensors="pt", return_dict=True
+
+@pytest.mark.slow
+def test_grpo_trains_in_two_processes_and_the_first_writes(inputs, tmp_path):
+    grpo = dict(
+        algorithm="grpo", num_generations=2, queries_per_step=1, steps=2, save_steps=1, max_turns=2, max_new_tokens=16,
+        max_total_tokens=512, temperature=1.0, skip_levels=[], unseen_queries=False, mask_truncated_completions=False,
     )
-    generated = model.generate(**prompt, max_new_tokens=8, do_sample=False)
-    assert generated.shape[1] > prompt["input_ids"].shape[1]
+    cwd = workdir(inputs, tmp_path, {"grpo": grpo})
+    batches = tmp_path / "batches"
+    proc = launch(cwd, "stages.grpo", STAR_RECORD_BATCHES=str(batches))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+
+    # Each step each process plays one whole group (2 episodes of one query), not the other's.
+    ranks = [[json.loads(line) for line in (batches / f"rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)]
+    assert [[b["step"] for b in rank] for rank in ranks] == [[0, 1]] * 2
+    for first, second in zip(*ranks):
+        assert len(set(first["prompts"])) == len(set(second["prompts"])) == 1 and len(first["prompts"]) == 2
+        assert first["prompts"] != second["prompts"]
+
+    _, runs = stage_runs(cwd)
+    assert [(r.data.tags["star.stage"], r.info.status) for r in runs] == [("grpo", "FINISHED")]
+    assert runs[0].data.metrics["steps"] == 2
+    assert not any((cwd / "models/.checkpoints/grpo").iterdir())
+    generates(cwd / "models/grpo")
 
 
 @pytest.mark.parametrize(

@@ -30,10 +30,17 @@ Algorithms:
   itself branches on token entropy measured right after each tool call and
   mixes global and partial samples under a budget; this is a simpler,
   same-budget variant.
+
+Under `accelerate launch` with several processes (DDP or DeepSpeed ZeRO-2) each
+process plays and scores its own groups (TRL hands every process whole groups)
+with its own rollout generator; the advantages use every process's rewards. Only
+the first process logs (its own groups' rollout statistics) and writes files.
+FSDP and ZeRO-3 are refused: the rollouts generate with the whole weights.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -49,6 +56,14 @@ from typing import Any
 from star.train.grpo_params import GRPOParams
 
 ROLLOUT_RNG = "rollout_rng.json"  # the EpisodeRunner's generator, saved in each checkpoint
+# A directory: when set, each process appends the prompts it plays, step by step, to
+# `rank<process index>.jsonl` there (as star/train/sft.py does with its batches).
+RECORD_BATCHES = "STAR_RECORD_BATCHES"
+
+
+def rollout_rng_file(process_index: int) -> str:
+    """The checkpoint file of a process's rollout generator (named as the trainer names its RNG states)."""
+    return ROLLOUT_RNG if process_index == 0 else f"rollout_rng_{process_index}.json"
 
 
 def zero_variance_groups(rewards: list[float], group_size: int) -> list[int]:
@@ -79,6 +94,12 @@ class EpisodeRunner:
     def __call__(self, prompts: list[list[dict]], trainer: Any) -> dict[str, Any]:
         step = trainer.state.global_step
         queries = [self.by_text[p[-1]["content"]] for p in prompts]
+        if os.environ.get(RECORD_BATCHES):
+            directory = Path(os.environ[RECORD_BATCHES])
+            directory.mkdir(parents=True, exist_ok=True)
+            digests = [hashlib.sha256(p[-1]["content"].encode()).hexdigest()[:16] for p in prompts]
+            with open(directory / f"rank{trainer.args.process_index}.jsonl", "a") as f:
+                f.write(json.dumps({"step": step, "prompts": digests}) + "\n")
         G = self.params.num_generations
         self.seconds.clear()
         if self.params.algorithm == "arpo":
@@ -288,7 +309,7 @@ def train_grpo(
             rollout = {f"rollout/{k}": v[-1] for k, v in runner.stats.items() if v}
             if state.log_history and "loss" in state.log_history[-1]:
                 state.log_history[-1].update(rollout)  # checkpoints keep it: a resumed run has the whole curve
-            if log_fn is not None:
+            if log_fn is not None and state.is_world_process_zero:
                 metrics = {f"train/{k}": float(v) for k, v in (logs or {}).items() if isinstance(v, (int, float))}
                 log_fn({**metrics, **rollout}, state.global_step)
 
@@ -296,7 +317,7 @@ def train_grpo(
         """Save the runner's generator with each checkpoint, so a resumed run replays the same rollouts."""
 
         def on_save(self, args, state, control, **kwargs):
-            write_json(Path(args.output_dir) / f"checkpoint-{state.global_step}" / ROLLOUT_RNG, runner.rng.getstate())
+            write_json(Path(args.output_dir) / f"checkpoint-{state.global_step}" / rollout_rng_file(args.process_index), runner.rng.getstate())
 
     system = [{"role": "system", "content": system_prompt}] if system_prompt else []
     dataset = Dataset.from_list([{"prompt": [*system, {"role": "user", "content": text_of(t)}]} for t in tasks])
@@ -304,17 +325,24 @@ def train_grpo(
     trainer = GRPOTrainer(
         model=policy, reward_funcs=[env_reward], args=config, train_dataset=dataset, processing_class=tokenizer, rollout_func=runner, callbacks=[LogRollouts(), KeepRolloutSeeds()]
     )
+    if trainer.is_fsdp_enabled or (trainer.is_deepspeed_enabled and trainer.accelerator.state.deepspeed_plugin.zero_stage == 3):
+        raise ValueError("GRPO's rollouts generate with the whole weights: train it with DDP or ZeRO-2, not FSDP or ZeRO-3")
+    process = trainer.args.process_index
+    if process > 0:  # each process plays its own episodes
+        runner.rng = random.Random(f"{params.seed}/{process}")
     last = get_last_checkpoint(str(checkpoint_dir)) if Path(checkpoint_dir).is_dir() else None
-    if last is not None and (Path(last) / ROLLOUT_RNG).is_file():
-        version, internal, gauss = json.loads((Path(last) / ROLLOUT_RNG).read_text())
+    if last is not None and (Path(last) / rollout_rng_file(process)).is_file():
+        version, internal, gauss = json.loads((Path(last) / rollout_rng_file(process)).read_text())
         runner.rng.setstate((version, tuple(internal), gauss))
     result = trainer.train(resume_from_checkpoint=last)
-    with atomic_dir(out_dir) as tmp:
-        trainer.model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-    if curve_path is not None:
-        write_curve(curve_path, curve(trainer.state.log_history, "loss"))
-    shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    trainer.accelerator.wait_for_everyone()  # every process is done with the checkpoints
+    if trainer.is_world_process_zero():  # the process that writes files
+        with atomic_dir(out_dir) as tmp:
+            trainer.model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+        if curve_path is not None:
+            write_curve(curve_path, curve(trainer.state.log_history, "loss"))
+        shutil.rmtree(checkpoint_dir, ignore_errors=True)
     stats = {k: statistics.fmean(v) for k, v in runner.stats.items() if v}
     first = {f"first_{k}": v[0] for k, v in runner.stats.items() if v}
     last = {f"last_{k}": v[-1] for k, v in runner.stats.items() if v}
