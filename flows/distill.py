@@ -1,20 +1,20 @@
-"""distill: a teacher solves the training queries in the sandbox, saved as it goes."""
+"""distill: a teacher solves the training queries in the sandbox, chunks of episodes fanned out
+as Prefect tasks (flows/fanout.py), each saved as it finishes so a rerun resumes."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from collections import Counter
-from functools import partial
 from pathlib import Path
 
 from prefect import flow
 
+from flows.fanout import EXPERT_CHUNK, chunk_size, fan_out, forget, under
 from flows.tasks import task
-from star.config import EnvParams, TeacherParams
+from star.config import EnvParams, RunnerParams, TeacherParams
 from star.env.teacher import Teacher
 from star.io import atomic_dir, read_jsonl, write_json
-from star.resume import ProgressLog, run_resumable
 from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.evaluate import index_for
 from star.travel.expert import Expert
@@ -43,26 +43,14 @@ def progress_fingerprint(teacher: TeacherParams, env: EnvParams, world: Path, qu
     return hashlib.sha256(settings.encode() + data).hexdigest()[:16]
 
 
-@task
-def run_teacher(teacher: TeacherParams, env: EnvParams, world: Path, queries: Path, progress_dir: Path) -> list[dict]:
-    sandbox = Sandbox.load(world)
-    tools = TravelTools(sandbox, row_cap=env.row_cap)
-    items = [(Query.model_validate(row), s) for row in read_jsonl(queries) for s in range(teacher.samples)]
-    log = ProgressLog(progress_dir / f"distill-{progress_fingerprint(teacher, env, world, queries)}.jsonl", key=lambda r: (r["query_id"], r["sample"]))
-    work = partial(
-        _episode, make_teacher(teacher), tools, index_for(sandbox), seed=teacher.seed, max_turns=env.max_turns, fault_rate=teacher.fault_rate
-    )
-    concurrency = teacher.openai.concurrency if teacher.kind == "openai" else 1
-    return run_resumable(items, lambda it: (it[0].idx, it[1]), work, log, concurrency=concurrency, desc="distill")
-
-
-def _episode(teacher, tools, index, item, **kwargs) -> dict:
-    query, sample = item
-    return run_episode(teacher, tools, index, query, sample, **kwargs)
+def play_chunk(items: list[tuple[Query, int]], first: int, teacher: TeacherParams, env: EnvParams, sandbox: Sandbox) -> list[dict]:
+    """One task: the episodes of a chunk. Every episode has its own seeds, so chunks may run anywhere, in any order."""
+    solver, tools, index = make_teacher(teacher), TravelTools(sandbox, row_cap=env.row_cap), index_for(sandbox)
+    return [run_episode(solver, tools, index, q, s, seed=teacher.seed, max_turns=env.max_turns, fault_rate=teacher.fault_rate) for q, s in items]
 
 
 @task
-def save_trajectories(rows: list[dict], out: Path, progress_dir: Path) -> dict[str, float]:
+def save_trajectories(rows: list[dict], out: Path) -> dict[str, float]:
     stats: Counter = Counter()
     for row in rows:
         level = row["level"]
@@ -77,8 +65,6 @@ def save_trajectories(rows: list[dict], out: Path, progress_dir: Path) -> dict[s
             for row in rows:
                 f.write(json.dumps(row, sort_keys=True) + "\n")
         write_json(tmp / "stats.json", dict(stats))
-    for path in progress_dir.glob("distill-*.jsonl"):
-        path.unlink()
     n = max(stats["trajectories"], 1)
     metrics = {"trajectories": stats["trajectories"], "success_rate": stats["success"] / n, "mean_turns": stats["turns"] / n}
     metrics["tool_errors_per_trajectory"] = stats["tool_errors"] / n
@@ -89,6 +75,17 @@ def save_trajectories(rows: list[dict], out: Path, progress_dir: Path) -> dict[s
 
 
 @flow(name="distill")
-def distill_flow(teacher: TeacherParams, env: EnvParams, world: Path, queries: Path, out: Path, progress_dir: Path) -> dict[str, float]:
-    rows = run_teacher(teacher, env, world, queries, progress_dir)
-    return save_trajectories(rows, out, progress_dir)
+def _distill(teacher: TeacherParams, env: EnvParams, world: Path, queries: Path, out: Path, store: Path, size: int) -> dict[str, float]:
+    items = [(Query.model_validate(row), s) for row in read_jsonl(queries) for s in range(teacher.samples)]
+    fingerprint = progress_fingerprint(teacher, env, world, queries)
+    rows = fan_out(play_chunk, items, size, fingerprint, store, teacher=teacher, env=env, sandbox=Sandbox.load(world))
+    metrics = save_trajectories(rows, out)
+    forget(store)
+    return metrics
+
+
+def distill_flow(teacher: TeacherParams, env: EnvParams, runner: RunnerParams, world: Path, queries: Path, out: Path, progress_dir: Path) -> dict[str, float]:
+    """The distill flow under the task runner of `runner`; finished chunks wait in progress_dir/distill."""
+    openai = teacher.kind == "openai"
+    flow_ = under(_distill, runner, threads=teacher.openai.concurrency if openai else 1)
+    return flow_(teacher, env, world, queries, out, progress_dir / "distill", chunk_size(runner, 1 if openai else EXPERT_CHUNK))

@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prefect import flow
-from tqdm import tqdm
 
 from flows.tasks import task
-from star.config import EnvParams, GRPOStageParams, InferParams, ModelParams, QAParams
+from star.config import EnvParams, GRPOStageParams, InferParams, ModelParams, QAParams, RunnerParams
 from star.io import atomic_dir, content_digest, read_jsonl, write_json
 from star.qa.data import Question, load_questions, save_passages, save_questions
 
@@ -101,20 +100,34 @@ def _save(rows: list[dict], out: Path, stats: dict | None = None) -> None:
             write_json(tmp / "stats.json", stats)
 
 
-@flow(name="qa_distill")
-def qa_distill_flow(qa: QAParams, corpus: Path, questions: Path, out: Path) -> dict[str, float]:
+def play_qa_chunk(items: list[tuple[Question, int]], first: int, qa: QAParams, tools: QATools) -> list[dict]:
+    """One task: the expert's episodes of a chunk, each with its own seeds."""
     from star.qa.expert import QAExpert, run_episode
 
-    tools = _tools(qa, corpus)
     teacher = QAExpert(qa.teacher.mistake_rate)
+    return [run_episode(teacher, tools, q, s, seed=qa.teacher.seed, max_turns=qa.max_turns) for q, s in items]
+
+
+@flow(name="qa_distill")
+def _qa_distill(qa: QAParams, corpus: Path, questions: Path, out: Path, store: Path, size: int) -> dict[str, float]:
+    from flows.fanout import fan_out, forget
+
     items = [(q, s) for q in load_questions(questions) for s in range(qa.teacher.samples)]
-    rows = [
-        run_episode(teacher, tools, q, s, seed=qa.teacher.seed, max_turns=qa.max_turns)
-        for q, s in tqdm(items, desc="distill", unit="episode")
-    ]
+    # What determines the rows: the expert, the search tool, the episode length and the inputs.
+    settings = qa.teacher.model_dump_json() + json.dumps([qa.top_k, qa.max_words, qa.max_turns])
+    fingerprint = hashlib.sha256((settings + content_digest(corpus, questions)).encode()).hexdigest()[:16]
+    rows = fan_out(play_qa_chunk, items, size, fingerprint, store, qa=qa, tools=_tools(qa, corpus))
     metrics = {**_rows_metrics(rows), "success_rate": sum(r["success"] for r in rows) / max(len(rows), 1)}
     _save(rows, out, metrics)
+    forget(store)
     return metrics
+
+
+def qa_distill_flow(qa: QAParams, runner: RunnerParams, corpus: Path, questions: Path, out: Path, progress_dir: Path) -> dict[str, float]:
+    """The qa_distill flow under the task runner of `runner`; finished chunks wait in progress_dir/qa_distill."""
+    from flows.fanout import EXPERT_CHUNK, chunk_size, under
+
+    return under(_qa_distill, runner, threads=1)(qa, corpus, questions, out, progress_dir / "qa_distill", chunk_size(runner, EXPERT_CHUNK))
 
 
 @flow(name="qa_base")

@@ -6,7 +6,7 @@ from stages.common import run_stage
 if __name__ == "__main__":
     run_stage(
         "distill",
-        ["teacher", "env"],
+        ["teacher", "env", "runner"],
         distill_flow,
         world=Path("data/world"),
         queries=Path("data/queries/train.jsonl"),

@@ -26,7 +26,10 @@ if __name__ == "__main__":
     elif stage == "synthesize":
         run_stage("qa_synthesize", ["qa"], qa.qa_synthesize_flow, corpus=CORPUS, out=QUESTIONS)
     elif stage == "distill":
-        run_stage("qa_distill", ["qa"], qa.qa_distill_flow, corpus=CORPUS, questions=QUESTIONS / "train.jsonl", out=Path("data/qa/trajectories"))
+        run_stage(
+            "qa_distill", ["qa", "runner"], qa.qa_distill_flow, corpus=CORPUS, questions=QUESTIONS / "train.jsonl",
+            out=Path("data/qa/trajectories"), progress_dir=Path("data/.progress"),
+        )
     elif stage == "base":
         run_stage("qa_base", ["model"], qa.qa_base_flow, corpus=CORPUS, trajectories=Path("data/qa/trajectories/trajectories.jsonl"), out=Path(MODELS["qa_base"]))
     elif stage == "filter":

@@ -83,6 +83,26 @@ class TeacherParams(Section):
     openai: OpenAITeacherParams = Field(default_factory=OpenAITeacherParams, description="the server and sampling of kind: openai")
 
 
+class RunnerParams(Section):
+    """Where distillation's episodes run (distill, qa_distill): a Prefect task runner. The output does not depend on it."""
+
+    kind: Literal["threads", "ray"] = Field(
+        "threads", description="threads: in the stage's process (teacher.openai.concurrency threads for the OpenAI teacher, one for the experts) | ray: on a Ray cluster"
+    )
+    address: str | None = Field(
+        None, description="ray: the cluster to join, e.g. ray://head:10001 or auto (see `ray start`); null: a temporary local one for the stage"
+    )
+    episodes_per_task: int | None = Field(
+        None, ge=1, description="episodes in one Prefect task, the unit of retry and resume; null: 1 for the OpenAI teacher, 200 for the scripted experts"
+    )
+
+    @model_validator(mode="after")
+    def _address(self) -> RunnerParams:
+        if self.address is not None and self.kind != "ray":
+            raise ValueError(f"address is for kind: ray, not {self.kind}")
+        return self
+
+
 class FilterParams(Section):
     """Which trajectories become SFT data."""
 
@@ -237,6 +257,7 @@ SECTIONS: dict[str, type[Section]] = {
     "env": EnvParams,
     "synthesize": SynthesizeParams,
     "teacher": TeacherParams,
+    "runner": RunnerParams,
     "filter": FilterParams,
     "qa": QAParams,
 }

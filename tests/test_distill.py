@@ -3,7 +3,6 @@ from collections import Counter
 
 import pytest
 
-from star.resume import ProgressLog, run_resumable
 from star.train.filtering import select
 from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.evaluate import index_for
@@ -20,38 +19,25 @@ def setup(synthetic_sandbox):
     return queries, TravelTools(synthetic_sandbox), index_for(synthetic_sandbox)
 
 
-def distill(setup, log, *, mistake_rate=0.2, fault_rate=0.1, seed=0, fail_after=None):
+def distill(setup, *, mistake_rate=0.2, fault_rate=0.1, seed=0):
     queries, tools, index = setup
     teacher = ExpertTeacher(Expert(mistake_rate=mistake_rate, top_k=2, upgrade_prob=0.5))
-    done = []
-
-    def work(item):
-        if fail_after is not None and len(done) >= fail_after:
-            raise KeyboardInterrupt
-        done.append(item)
-        return run_episode(teacher, tools, index, item[0], item[1], seed=seed, max_turns=30, fault_rate=fault_rate)
-
-    items = [(q, s) for q in queries for s in range(2)]
-    return run_resumable(items, lambda it: (it[0].idx, it[1]), work, log)
+    return [run_episode(teacher, tools, index, q, s, seed=seed, max_turns=30, fault_rate=fault_rate) for q in queries for s in range(2)]
 
 
 def dump(rows) -> str:
     return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
 
 
-def key(row):
-    return (row["query_id"], row["sample"])
-
-
-def test_expert_distillation_is_byte_deterministic(setup, tmp_path):
-    a = dump(distill(setup, ProgressLog(tmp_path / "a.jsonl", key)))
-    b = dump(distill(setup, ProgressLog(tmp_path / "b.jsonl", key)))
-    c = dump(distill(setup, ProgressLog(tmp_path / "c.jsonl", key), seed=1))
+def test_expert_distillation_is_byte_deterministic(setup):
+    a = dump(distill(setup))
+    b = dump(distill(setup))
+    c = dump(distill(setup, seed=1))
     assert a == b != c
 
 
-def test_trajectories_look_like_agent_turns(setup, tmp_path):
-    rows = distill(setup, ProgressLog(tmp_path / "p.jsonl", key), mistake_rate=0.0)
+def test_trajectories_look_like_agent_turns(setup):
+    rows = distill(setup, mistake_rate=0.0)
     assert all(r["success"] for r in rows)  # faults are retried, plans pass
     assert sum(r["tool_errors"] for r in rows) > 0
     row = rows[0]
@@ -61,22 +47,8 @@ def test_trajectories_look_like_agent_turns(setup, tmp_path):
     assert [t["function"]["name"] for t in json.loads(row["tools"])] == sorted(t["function"]["name"] for t in json.loads(row["tools"]))
 
 
-def test_interrupted_distill_resumes_without_duplicates(setup, tmp_path):
-    log_path = tmp_path / "progress.jsonl"
-    with pytest.raises(KeyboardInterrupt):
-        distill(setup, ProgressLog(log_path, key), fail_after=25)
-    assert len(log_path.read_text().splitlines()) == 25
-    with open(log_path, "a") as f:
-        f.write('{"query_id": 1, "sam')  # a line cut short by the interruption
-    resumed = distill(setup, ProgressLog(log_path, key))
-    whole = distill(setup, ProgressLog(tmp_path / "whole.jsonl", key))
-    assert dump(resumed) == dump(whole)
-    keys = [key(r) for r in resumed]
-    assert len(keys) == len(set(keys)) == 80
-
-
-def test_filter_counts_add_up(setup, tmp_path):
-    rows = distill(setup, ProgressLog(tmp_path / "p.jsonl", key), mistake_rate=0.3)
+def test_filter_counts_add_up(setup):
+    rows = distill(setup, mistake_rate=0.3)
     rows.append(dict(next(r for r in rows if r["success"])))  # an exact duplicate
     rows[1] = {**rows[1], "truncated": True, "answer": None}
     kept, stats = select(

@@ -1,0 +1,206 @@
+"""distill's episodes as Prefect tasks: the runner knob, resume after a kill, a Ray cluster.
+
+The flows run in subprocesses against one Prefect server, as a stage would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from star.config import ParamsError, parse_section
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+QUERIES, SIZE = 24, 4  # six chunks
+
+# Runs distill as the stage does, each episode counted in COUNT and slowed by SLOW seconds.
+DRIVER = """
+import json, sys, time
+from pathlib import Path
+import flows.distill as d
+from star.config import EnvParams, RunnerParams, TeacherParams
+
+args = json.loads(sys.argv[1])
+real = d.run_episode
+
+def counted(*a, **k):
+    with open(args["count"], "a") as f:
+        f.write("1\\n")
+    time.sleep(args["slow"])
+    return real(*a, **k)
+
+d.run_episode = counted
+teacher, env, runner = TeacherParams(fault_rate=0.1), EnvParams(), RunnerParams(**args["runner"])
+work = Path(args["work"])
+if args["threads"]:
+    flow = d.under(d._distill, runner, threads=args["threads"])
+    flow(teacher, env, work / "world", work / "train.jsonl", Path(args["out"]), work / "progress" / "distill", runner.episodes_per_task)
+else:
+    d.distill_flow(teacher, env, runner, work / "world", work / "train.jsonl", Path(args["out"]), work / "progress")
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory, synthetic_sandbox) -> Path:
+    from star.travel.specs import SynthesisSpec
+    from star.travel.synthesize import Synthesizer
+
+    work = tmp_path_factory.mktemp("distill")
+    synthetic_sandbox.save(work / "world")
+    spec = SynthesisSpec(seed=2, sizes={"train": QUERIES, "validation": 0, "test": 0}, days={3: 1.0, 5: 1.0, 7: 1.0})
+    queries = Synthesizer(synthetic_sandbox, spec).run()["train"]
+    (work / "train.jsonl").write_text("".join(json.dumps(q.model_dump()) + "\n" for q in queries))
+    return work
+
+
+@pytest.fixture(scope="module")
+def expected(work) -> bytes:
+    """The trajectories file of a plain loop over the episodes, as distill wrote it before its fan-out."""
+    from flows.distill import make_teacher
+    from star.config import EnvParams, TeacherParams
+    from star.io import read_jsonl
+    from star.travel.distill import run_episode
+    from star.travel.evaluate import index_for
+    from star.travel.query import Query
+    from star.travel.sandbox import Sandbox
+    from star.travel.tools import TravelTools
+
+    teacher, env, sandbox = TeacherParams(fault_rate=0.1), EnvParams(), Sandbox.load(work / "world")
+    solver, tools, index = make_teacher(teacher), TravelTools(sandbox, row_cap=env.row_cap), index_for(sandbox)
+    rows = [
+        run_episode(solver, tools, index, Query.model_validate(r), 0, seed=0, max_turns=env.max_turns, fault_rate=0.1)
+        for r in read_jsonl(work / "train.jsonl")
+    ]
+    return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode()
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory) -> dict[str, str]:
+    from flows.serve import prefect_server
+
+    home = tmp_path_factory.mktemp("prefect")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DVC_", "PREFECT_", "RAY_"))}
+    base.update(PATH=f"{BIN}:{os.environ['PATH']}", PREFECT_HOME=str(home), RAY_USAGE_STATS_ENABLED="0")
+    with prefect_server(home, base, prefect=str(BIN / "prefect")) as url:
+        yield {**base, "PREFECT_API_URL": url, "PYTHONPATH": str(ROOT)}
+
+
+def fingerprint(work: Path) -> str:
+    from flows.distill import progress_fingerprint
+    from star.config import EnvParams, TeacherParams
+
+    return progress_fingerprint(TeacherParams(fault_rate=0.1), EnvParams(), work / "world", work / "train.jsonl")
+
+
+def driver(env: dict, work: Path, name: str, runner: dict, threads: int = 0, slow: float = 0.0) -> tuple[subprocess.Popen, Path]:
+    count = work / f"{name}.count"
+    args = {"work": str(work), "out": str(work / name), "count": str(count), "slow": slow, "runner": runner, "threads": threads}
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, json.dumps(args)], cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return proc, count
+
+
+def finish(proc: subprocess.Popen, timeout: float = 120) -> None:
+    output, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, output[-3000:]
+
+
+def episodes(count: Path) -> int:
+    return len(count.read_text().splitlines()) if count.exists() else 0
+
+
+@pytest.mark.parametrize(
+    "runner, expect",
+    [({"kind": "spark"}, ["runner.kind", "'spark'", "'threads' or 'ray'"]), ({"address": "auto"}, ["runner", "address is for kind: ray"]), ({"episodes_per_task": 0}, ["runner.episodes_per_task", "0"])],
+)
+def test_a_malformed_runner_is_a_clear_error(runner, expect):
+    with pytest.raises(ParamsError) as info:
+        parse_section("runner", runner)
+    assert "\n" not in str(info.value) and all(part in str(info.value) for part in expect)
+
+
+@pytest.mark.slow
+def test_a_killed_distill_resumes_from_the_persisted_chunks(env, work, expected):
+    runner = {"episodes_per_task": SIZE}
+    # Four threads, each episode slowed: the kill lands with some chunks saved and others not.
+    proc, count = driver(env, work, "resumed", runner, threads=4, slow=0.15)
+    store = work / "progress" / "distill"
+    deadline = time.monotonic() + 90
+    while len(saved := [p for p in store.rglob("*") if p.is_file() and not p.name.startswith(".tmp-")]) < 2:
+        assert proc.poll() is None and time.monotonic() < deadline, "distill ended before it could be killed"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    saved = [p for p in store.rglob("*") if p.is_file() and not p.name.startswith(".tmp-")]
+    assert 2 <= len(saved) < QUERIES // SIZE and not (work / "resumed").exists()
+    assert {p.parent.name for p in saved} == {fingerprint(work)}  # other params never find these
+
+    count.unlink()
+    rerun, count = driver(env, work, "resumed", runner, threads=4)
+    finish(rerun)
+    assert episodes(count) == QUERIES - SIZE * len(saved)  # finished chunks were read, not played again
+    assert (work / "resumed" / "trajectories.jsonl").read_bytes() == expected
+    assert not store.exists()  # the persisted chunks are dropped once the output is written
+
+    # The same params without a kill, one thread and the knob's default chunking: the same bytes.
+    whole, _ = driver(env, work, "whole", {})
+    finish(whole)
+    assert (work / "whole" / "trajectories.jsonl").read_bytes() == expected
+
+
+def ray_node(env: dict, temp: Path, *args: str) -> subprocess.Popen:
+    """A Ray node in the foreground (`--block`): terminating it stops every process it started.
+    Without PYTHONPATH: the job ships the project's code to the workers itself."""
+    cmd = [str(BIN / "ray"), "start", "--block", "--num-cpus", "1", "--temp-dir", str(temp), "--disable-usage-stats", *args]
+    node_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=node_env, cwd=temp)
+
+
+def ray_up(address: str, env: dict) -> None:
+    for _ in range(240):
+        probe = subprocess.run([str(BIN / "ray"), "status", "--address", address], env=env, capture_output=True, text=True)
+        if probe.returncode == 0 and probe.stdout.count("node_") >= 2:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"the Ray cluster at {address} did not come up with two nodes: {probe.stdout}{probe.stderr}")
+
+
+@pytest.mark.slow
+def test_distill_on_a_ray_cluster_writes_the_same_bytes(env, work, expected):
+    import shutil
+    import tempfile
+
+    temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # Ray's socket paths must stay short
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    head = ray_node(env, temp, "--head", "--port", str(port), "--ray-client-server-port", str(free_port()), "--include-dashboard", "false")
+    nodes = [head]
+    try:
+        nodes.append(ray_node(env, temp, "--address", address))
+        ray_up(address, env)
+        proc, count = driver(env, work, "ray", {"kind": "ray", "address": address, "episodes_per_task": SIZE})
+        finish(proc, timeout=180)
+        assert (work / "ray" / "trajectories.jsonl").read_bytes() == expected
+    finally:
+        for node in reversed(nodes):
+            node.terminate()
+        for node in reversed(nodes):
+            try:
+                node.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                node.kill()
+        shutil.rmtree(temp, ignore_errors=True)
