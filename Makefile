@@ -34,7 +34,8 @@ vllm: $(VLLM_VENV)/.installed
 repro: setup
 	@dvc status -q >/dev/null 2>&1 && echo "Everything is up to date (dvc status)." || python -m flows.serve dvc repro
 
-test: setup
+# tests/test_vllm.py runs vLLM for real in .venv-vllm, so the full suite builds it too.
+test: setup vllm
 	ruff check star flows stages tests bench
 	pytest -q
 
