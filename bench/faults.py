@@ -720,8 +720,7 @@ def teacher_client(base_url: str, corpus: Corpus, timeout: float, retries: int, 
 
 def formatter_client(base_url: str, corpus: Corpus, timeout: float, retries: int, key_env: str = SERVER_KEY_ENV, model: str = "m") -> Callable[[], Any]:
     query, text = corpus.travel_answers[0]
-    # format_llm counts attempts, not retries: retries + 1 attempts, as the other two clients make.
-    return lambda: format_itinerary(text, query, kind="llm", base_url=base_url, model=model, api_key_env=key_env, timeout=timeout, retries=retries + 1, backoff=0.05)
+    return lambda: format_itinerary(text, query, kind="llm", base_url=base_url, model=model, api_key_env=key_env, timeout=timeout, retries=retries, backoff=0.05)
 
 
 def backend_client(base_url: str, corpus: Corpus, timeout: float, retries: int, key_env: str = SERVER_KEY_ENV, model: str = "m") -> Callable[[], Any]:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from star.llm_client import OpenAIEndpoint
 from star.models.spec import BUILTIN_TINY, BUILTINS, TinySpec
 from star.qa.specs import QARewardParams, QAWorldSpec, QuestionSpec
 from star.train.copy_params import CopySpec
@@ -51,16 +52,6 @@ class SynthesizeParams(SynthesisSpec):
     """Query synthesis: split sizes, difficulty and trip-length mix, budgets."""
 
     paraphrase: ParaphraseSpec = Field(default_factory=ParaphraseSpec, description="optional rewording by any OpenAI-compatible model")
-
-
-class OpenAIEndpoint(Section):
-    """Any OpenAI-compatible server; the key is read from `api_key_env`, never from params."""
-
-    base_url: str = Field("http://127.0.0.1:8000/v1", description="the OpenAI-compatible server's URL")
-    model: str = Field("policy", description="the model name sent to the server")
-    api_key_env: str = Field("OPENAI_API_KEY", description="environment variable that holds the API key")
-    timeout: float = Field(120.0, gt=0, description="seconds to wait for one reply")
-    retries: int = Field(3, ge=0, le=20, description="retries of a request that failed")
 
 
 class OpenAITeacherParams(OpenAIEndpoint):

@@ -13,10 +13,12 @@ ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_MODULES = {
     "star",
     "star.config",
+    "star.llm_client",
     "star.models",
     "star.models.spec",
     "star.qa",
     "star.qa.specs",
+    "star.service",
     "star.train",
     "star.train.copy_params",
     "star.train.grpo_params",

@@ -453,7 +453,7 @@ def good_reply(plan: Plan) -> str:
 
 
 def llm(text: str, query: Query | None, base_url: str, **kw: Any) -> Plan:
-    options = {"timeout": 5, "retries": 3, "backoff": 0.01, **kw}
+    options = {"timeout": 5, "retries": 2, "backoff": 0.01, **kw}
     return format_llm(text, query, base_url=base_url, model="tiny", api_key_env=KEY_ENV, **options)
 
 

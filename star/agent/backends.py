@@ -28,7 +28,8 @@ import torch
 from transformers import StoppingCriteria
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
-from star.service import ServiceError, client_timeout, wait_retry_after
+from star.llm_client import make_client, retrying, scrub, transient
+from star.service import ServiceError
 
 FinishReason = Literal["eos", "stop", "length"]
 
@@ -601,8 +602,6 @@ class OpenAIBackend:
         concurrency: int = 16,
         top_p: float = 1.0,
     ):
-        from openai import OpenAI
-
         self.base_url = base_url
         self.model = model
         self.temperature = temperature
@@ -611,9 +610,9 @@ class OpenAIBackend:
         self.retries = retries
         self.timeout = timeout
         self.concurrency = concurrency
-        # Local servers take any key; the key itself is never logged or put in errors.
-        key = os.environ.get(api_key_env) or "EMPTY"
-        self.client = OpenAI(base_url=base_url, api_key=key, timeout=client_timeout(timeout), max_retries=0)
+        self.api_key_env = api_key_env
+        # The key itself is never logged or put in errors.
+        self.client = make_client(base_url, api_key_env, timeout)
 
     def generate(
         self,
@@ -631,7 +630,6 @@ class OpenAIBackend:
 
     def _one(self, prompt: Prompt, max_tokens: int, stop: Sequence[str], temperature: float) -> Generation:
         import openai
-        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
         request: dict[str, Any] = dict(
             model=self.model,
@@ -644,26 +642,18 @@ class OpenAIBackend:
             request["stop"] = list(stop)
         if prompt.tools:
             request.update(tools=prompt.tools, tool_choice="none")
-        # Timeouts are connection errors too. A Retry-After sets the wait (at most the timeout);
-        # otherwise 0.5 s, 1 s, 2 s, ... up to 8 s.
-        transient = (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
-        retrying = Retrying(
-            retry=retry_if_exception_type(transient),
-            stop=stop_after_attempt(self.retries + 1),
-            wait=wait_retry_after(wait_exponential(multiplier=0.5, max=8.0), cap=self.timeout, name=f"server at {self.base_url}"),
-            reraise=True,
-        )
+        attempts = retrying(f"server at {self.base_url}", self.retries, self.timeout)
         try:
-            response = retrying(self.client.chat.completions.create, **request)
-        except transient as exc:
-            raise BackendError(
-                f"no reply from the OpenAI-compatible server at {self.base_url} after {self.retries + 1} attempts "
-                f"({type(exc).__name__}: {exc}). Is it running?"
-            ) from None
-        except openai.APIStatusError as exc:
+            response = attempts(self.client.chat.completions.create, **request)
+        except (openai.APIConnectionError, openai.APIStatusError) as exc:
             # A server may echo the request's key in its error body.
-            message = exc.message.replace(self.client.api_key, "***") if self.client.api_key else exc.message
-            raise BackendError(f"server at {self.base_url} refused the request ({exc.status_code}): {message}") from None
+            if transient(exc):
+                raise BackendError(
+                    f"no reply from the OpenAI-compatible server at {self.base_url} after {self.retries + 1} attempts "
+                    f"({type(exc).__name__}: {scrub(str(exc), self.api_key_env)}). Is it running?"
+                ) from None
+            status = getattr(exc, "status_code", None)
+            raise BackendError(f"server at {self.base_url} refused the request ({status}): {scrub(exc.message, self.api_key_env)}") from None
         except json.JSONDecodeError:
             raise BackendError(f"server at {self.base_url} sent a reply that is not JSON") from None
         if not response.choices:

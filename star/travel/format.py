@@ -31,20 +31,16 @@ followed by "n", and read back as a newline.
 
 from __future__ import annotations
 
-import logging
-import os
 import re
 from dataclasses import asdict
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from star.service import client_timeout, wait_retry_after
+from star.llm_client import BACKOFF, make_client, retrying, scrub
 from star.travel.format_check import check_day
 from star.travel.plan import Day, Plan
 from star.travel.query import Query
-
-log = logging.getLogger(__name__)
 
 _NONE_VALUES = {"", "-", "--", "—", "–", "none", "n/a", "na", "null", "nil", "nothing"}
 
@@ -470,53 +466,38 @@ def format_llm(
     api_key_env: str = "OPENAI_API_KEY",
     timeout: float = 60,
     retries: int = 3,
-    backoff: float = 1.0,
+    backoff: float = BACKOFF,
     idx: int = 0,
 ) -> Plan:
-    """Ask an OpenAI-compatible endpoint for the plan JSON; never raises."""
-    import openai
-    from tenacity import Retrying, stop_after_attempt, wait_exponential
+    """Ask an OpenAI-compatible endpoint for the plan JSON; never raises.
 
+    Besides the transient failures every client retries, an unusable reply
+    (not JSON, or not the plan's shape) is tried again too.
+    """
     if query is not None and not idx:
         idx = query.idx
     plan = Plan(idx=idx, query=query.query if query else "")
-    # Local servers (vLLM) accept any key; the key itself is never logged.
-    api_key = os.environ.get(api_key_env) or "EMPTY"
+    tries = 0
 
     def attempt() -> PlanReply:
-        client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=client_timeout(timeout), max_retries=0)
-        try:
-            reply = client.chat.completions.create(
-                model=model,
-                messages=_llm_messages(str(text), query),  # type: ignore[arg-type]
-                response_format=_response_format(),  # type: ignore[arg-type]
-                temperature=0,
-            )
-        finally:
-            client.close()
+        nonlocal tries
+        tries += 1
+        reply = client.chat.completions.create(
+            model=model,
+            messages=_llm_messages(str(text), query),  # type: ignore[arg-type]
+            response_format=_response_format(),  # type: ignore[arg-type]
+            temperature=0,
+        )
         content = reply.choices[0].message.content if reply.choices else None
         if not content:
             raise ValueError("empty reply")
         return PlanReply.model_validate_json(content)
 
-    def before_sleep(state: Any) -> None:
-        exc = state.outcome.exception() if state.outcome else None
-        log.warning("llm formatter attempt %d failed: %s", state.attempt_number, type(exc).__name__)
-
     try:
-        retrying = Retrying(
-            stop=stop_after_attempt(max(1, retries)),
-            # A server's Retry-After first (at most the timeout), else exponential backoff.
-            wait=wait_retry_after(wait_exponential(multiplier=backoff, max=max(backoff, 30.0)), cap=timeout, name=f"llm formatter server {base_url}"),
-            before_sleep=before_sleep,
-            reraise=True,
-        )
-        reply = retrying(attempt)
+        with make_client(base_url, api_key_env, timeout) as client:
+            reply = retrying(f"llm formatter server {base_url}", retries, timeout, backoff, also=(ValueError,))(attempt)
     except Exception as exc:
-        reason = f"llm formatter failed after {max(1, retries)} attempts: {type(exc).__name__}: {exc}"
-        if api_key != "EMPTY":
-            reason = reason.replace(api_key, "***")
-        plan.error = reason
+        plan.error = scrub(f"llm formatter failed after {tries} attempts: {type(exc).__name__}: {exc}", api_key_env)
         return plan
     if not reply.plan:
         plan.error = "llm formatter returned no day"

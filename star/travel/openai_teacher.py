@@ -12,24 +12,20 @@ trajectories read exactly as the student will write them.
 from __future__ import annotations
 
 import json
-import logging
-import os
 import random
 import re
 from typing import Any
 
 import openai
 from openai.types.chat import ChatCompletionMessage
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from star.config import OpenAITeacherParams
 from star.env.parse import parse_action
 from star.env.teacher import answer_text, tool_call_text
-from star.service import ServiceError, client_timeout, wait_retry_after
+from star.llm_client import BACKOFF, error_kind, make_client, retrying, scrub, transient
+from star.service import ServiceError
 from star.travel.env import TravelEnv
 from star.travel.query import Query
-
-log = logging.getLogger(__name__)
 
 _TOOL_CALL_BLOCK = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.S)
 _THINK_BLOCK = re.compile(r"<think>(.*?)(?:</think>|$)", re.S)
@@ -44,25 +40,6 @@ class TeacherUnavailable(ServiceError):
 
 class TeacherRequestError(ServiceError):
     """The teacher server rejected a request (4xx other than 429); retrying would not help."""
-
-
-def _transient(exc: BaseException) -> bool:
-    # Timeouts are connection errors in the openai client.
-    return isinstance(exc, (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError))
-
-
-def _error_kind(exc: BaseException) -> str:
-    """What went wrong, in a few words and without anything from the request."""
-    if isinstance(exc, openai.APITimeoutError):
-        return "timeout"
-    if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__
-        return f"connection error ({type(cause).__name__})" if cause is not None else "connection error"
-    if isinstance(exc, openai.RateLimitError):
-        return "rate limited (HTTP 429)"
-    if isinstance(exc, openai.APIStatusError):
-        return f"server error (HTTP {exc.status_code})"
-    return type(exc).__name__
 
 
 def to_api_messages(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -144,17 +121,11 @@ def reply_text(message: ChatCompletionMessage) -> str:
 class OpenAITeacher:
     """Plays episodes by asking an OpenAI-compatible chat endpoint, one request per turn."""
 
-    def __init__(self, params: OpenAITeacherParams, backoff: float = 1.0):
+    def __init__(self, params: OpenAITeacherParams, backoff: float = BACKOFF):
         self.params = params
         self.name = f"openai:{params.model}"
         self.backoff = backoff
-        # Retries are ours (tenacity), so the client must not retry on its own.
-        self.client = openai.OpenAI(
-            base_url=params.base_url,
-            api_key=os.environ.get(params.api_key_env) or "EMPTY",
-            timeout=client_timeout(params.timeout),
-            max_retries=0,
-        )
+        self.client = make_client(params.base_url, params.api_key_env, params.timeout)
 
     def episode(self, env: TravelEnv, query: Query, rng: random.Random) -> None:
         tools = env.tool_schemas()
@@ -166,15 +137,10 @@ class OpenAITeacher:
         """One chat completion, retried on transient failures: after the delay a
         Retry-After asks for (at most the timeout), else with exponential backoff."""
         base_url = self.params.base_url
-        retrying = Retrying(
-            retry=retry_if_exception(_transient),
-            stop=stop_after_attempt(self.params.retries + 1),
-            wait=wait_retry_after(wait_exponential(multiplier=self.backoff, max=60), cap=self.params.timeout, name=f"teacher server {base_url}"),
-            before_sleep=self._log_retry,
-            reraise=True,
-        )
+        retries = self.params.retries
+        attempts = retrying(f"teacher server {base_url}", retries, self.params.timeout, self.backoff)
         try:
-            for attempt in retrying:
+            for attempt in attempts:
                 with attempt:
                     # A new seed on each retry: a server error caused by one sampled
                     # reply (a tool call the server cannot parse) is not repeated.
@@ -188,40 +154,18 @@ class OpenAITeacher:
                         seed=(seed + n - 1) % 2**31,
                     )
         except openai.APIStatusError as exc:
-            if _transient(exc):
-                raise TeacherUnavailable(
-                    f"teacher server {base_url} failed after {self.params.retries + 1} attempt(s): {_error_kind(exc)}"
-                ) from None
+            if transient(exc):
+                raise TeacherUnavailable(f"teacher server {base_url} failed after {retries + 1} attempt(s): {error_kind(exc)}") from None
             # The body helps with a 400 (say, a prompt too long); auth errors may echo part of the key.
-            detail = "" if exc.status_code in (401, 403) else f": {self._scrub(_error_body(exc))}"
+            detail = "" if exc.status_code in (401, 403) else f": {scrub(_error_body(exc), self.params.api_key_env)}"
             raise TeacherRequestError(f"teacher server {base_url} rejected the request (HTTP {exc.status_code}){detail}") from None
         except openai.APIConnectionError as exc:
-            raise TeacherUnavailable(
-                f"teacher server {base_url} unreachable after {self.params.retries + 1} attempt(s): {_error_kind(exc)}"
-            ) from None
+            raise TeacherUnavailable(f"teacher server {base_url} unreachable after {retries + 1} attempt(s): {error_kind(exc)}") from None
         except json.JSONDecodeError:
             raise TeacherUnavailable(f"teacher server {base_url} sent a reply that is not JSON") from None
         if not response.choices:
             raise TeacherUnavailable(f"teacher server {base_url} returned no choices")
         return response.choices[0].message
-
-    def _log_retry(self, state: RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome is not None else None
-        wait = state.next_action.sleep if state.next_action is not None else 0.0
-        log.warning(
-            "teacher server %s: %s; retry %d/%d in %.1fs",
-            self.params.base_url,
-            _error_kind(exc) if exc is not None else "error",
-            state.attempt_number,
-            self.params.retries,
-            wait,
-        )
-
-    def _scrub(self, text: str) -> str:
-        key = os.environ.get(self.params.api_key_env) or ""
-        if len(key) >= 4:
-            text = text.replace(key, "***")
-        return text
 
 
 def _error_body(exc: openai.APIStatusError) -> str:

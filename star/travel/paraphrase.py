@@ -3,18 +3,16 @@
 The template text is sent with a request to reword it; the reply is kept only
 if every fact the agent must copy (cities or state, dates, budget, people,
 cuisines) is still written exactly, else the template text stays. A server
-that cannot be reached is an error, not a silent fallback.
+that cannot be reached, or keeps failing, is an error, not a silent fallback.
 """
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
-
-from star.service import ServiceError, client_timeout, wait_retry_after
+from star.llm_client import error_kind, make_client, retrying, transient
+from star.service import ServiceError
 from star.travel.query import Query
 from star.travel.specs import ParaphraseSpec
 
@@ -35,16 +33,17 @@ def facts(query: Query) -> list[str]:
 
 
 def paraphrase(queries: list[Query], spec: ParaphraseSpec) -> tuple[list[Query], Counter]:
+    """The queries, each reworded where the reply keeps its facts, and how many were reworded, rejected or refused.
+
+    A server still unreachable, rate limited or failing (5xx) after `spec.retries`
+    retries stops the run; one that refuses a single request (another 4xx) only
+    leaves that query as composed.
+    """
     import openai
 
-    client = openai.OpenAI(base_url=spec.base_url, api_key=os.environ.get(spec.api_key_env) or "EMPTY", timeout=client_timeout(spec.timeout), max_retries=0)
+    client = make_client(spec.base_url, spec.api_key_env, spec.timeout)
+    name = f"paraphrase server {spec.base_url}"
 
-    @retry(
-        retry=retry_if_exception_type((openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError, openai.RateLimitError)),
-        stop=stop_after_attempt(spec.retries + 1),
-        wait=wait_retry_after(wait_exponential(multiplier=0.5, max=10), cap=spec.timeout, name=f"paraphrase server {spec.base_url}"),
-        reraise=True,
-    )
     def reword(text: str) -> str:
         reply = client.chat.completions.create(
             model=spec.model, temperature=spec.temperature, messages=[{"role": "user", "content": PROMPT.format(text=text)}]
@@ -53,15 +52,17 @@ def paraphrase(queries: list[Query], spec: ParaphraseSpec) -> tuple[list[Query],
 
     def one(query: Query) -> tuple[Query, str]:
         try:
-            text = reword(query.query)
-        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            raise ParaphraseUnavailable(f"paraphrase server {spec.base_url} unreachable: {type(exc).__name__}") from None
+            text = retrying(name, spec.retries, spec.timeout)(reword, query.query)
+        except openai.APIConnectionError as exc:  # timeouts included
+            raise ParaphraseUnavailable(f"{name} unreachable: {type(exc).__name__}") from None
         except openai.APIError as exc:
+            if transient(exc):
+                raise ParaphraseUnavailable(f"{name} failed after {spec.retries + 1} attempt(s): {error_kind(exc)}") from None
             return query, f"error_{type(exc).__name__}"
         if text and all(fact in text for fact in facts(query)):
             return query.model_copy(update={"query": text}), "paraphrased"
         return query, "rejected"
 
-    with ThreadPoolExecutor(spec.concurrency) as pool:
+    with client, ThreadPoolExecutor(spec.concurrency) as pool:
         results = list(pool.map(one, queries))
     return [q for q, _ in results], Counter(kind for _, kind in results)

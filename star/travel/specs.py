@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from star.llm_client import RETRIES_HELP, OpenAIEndpoint
+
 
 class WorldSpec(BaseModel):
     """Size and ranges of the synthetic world."""
@@ -90,16 +92,12 @@ class SynthesisSpec(BaseModel):
         return self
 
 
-class ParaphraseSpec(BaseModel):
+class ParaphraseSpec(OpenAIEndpoint):
     """Optional rewording of the synthesized queries by any OpenAI-compatible model."""
 
-    model_config = ConfigDict(extra="forbid")
-
     enabled: bool = Field(False, description="reword the template texts; false keeps them as composed")
-    base_url: str = Field("http://127.0.0.1:8000/v1", description="the OpenAI-compatible server's URL")
     model: str = Field("gpt-4o-mini", description="the model name sent to the server")
-    api_key_env: str = Field("OPENAI_API_KEY", description="environment variable that holds the API key")
     temperature: float = Field(0.7, ge=0.0, le=2.0, description="sampling temperature of the rewording")
     timeout: float = Field(30.0, gt=0, description="seconds to wait for one reply")
-    retries: int = Field(2, ge=0, le=10, description="retries of a request that failed on connection, timeout, 5xx or rate limit")
+    retries: int = Field(2, ge=0, le=10, description=RETRIES_HELP)
     concurrency: int = Field(4, ge=1, le=64, description="requests in flight at once")
