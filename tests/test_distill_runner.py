@@ -93,10 +93,11 @@ def expected(work) -> bytes:
 def env(tmp_path_factory) -> dict[str, str]:
     from flows.serve import prefect_server
 
-    home = tmp_path_factory.mktemp("prefect")
+    home = tmp_path_factory.mktemp("home")
     base = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DVC_", "PREFECT_", "RAY_"))}
-    base.update(PATH=f"{BIN}:{os.environ['PATH']}", PREFECT_HOME=str(home), RAY_USAGE_STATS_ENABLED="0")
-    with prefect_server(home, base, prefect=str(BIN / "prefect")) as url:
+    # A HOME of its own: Ray reads ~/.ray (an auth token left by another cluster breaks this one).
+    base.update(PATH=f"{BIN}:{os.environ['PATH']}", HOME=str(home), PREFECT_HOME=str(home / "prefect"), RAY_USAGE_STATS_ENABLED="0")
+    with prefect_server(home / "prefect", base, prefect=str(BIN / "prefect")) as url:
         yield {**base, "PREFECT_API_URL": url, "PYTHONPATH": str(ROOT)}
 
 
@@ -171,7 +172,8 @@ def ray_node(env: dict, temp: Path, *args: str) -> subprocess.Popen:
 
 
 def ray_up(address: str, env: dict) -> None:
-    for _ in range(240):
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
         probe = subprocess.run([str(BIN / "ray"), "status", "--address", address], env=env, capture_output=True, text=True)
         if probe.returncode == 0 and probe.stdout.count("node_") >= 2:
             return
