@@ -11,6 +11,7 @@ from flows.tasks import task
 from star.config import EnvParams, GRPOStageParams, ModelParams
 from star.io import content_digest, read_jsonl
 from star.models.base import model_source
+from star.tracking import log_model
 from star.travel.query import Query
 from star.travel.sandbox import Sandbox
 
@@ -51,4 +52,7 @@ reinforce = task(train, name="reinforce")
 def grpo_flow(
     grpo: GRPOStageParams, env: EnvParams, model: ModelParams, world: Path, queries: Path, sft_set: Path, sft: Path, out: Path, checkpoints: Path, curve: Path
 ) -> dict[str, float]:
-    return reinforce(grpo, env, model, world, queries, sft_set, sft, out, checkpoints, curve)
+    metrics = reinforce(grpo, env, model, world, queries, sft_set, sft, out, checkpoints, curve)
+    params = {"grpo": grpo.model_dump(mode="json"), "env": env.model_dump(mode="json"), "model": model.model_dump(mode="json")}
+    log_model(out, params, metrics)  # MLflow's Models
+    return metrics

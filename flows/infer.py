@@ -11,6 +11,7 @@ from prefect import flow
 from flows.tasks import task
 from star.config import EnvParams, InferParams, ModelParams, TeacherParams
 from star.io import atomic_dir, read_jsonl
+from star.tracking import log_episode_traces
 
 if TYPE_CHECKING:  # QA stages import this module too: travel code loads only where a travel flow runs
     from star.travel.query import Query
@@ -89,7 +90,10 @@ def infer_flow(infer: InferParams, env: EnvParams, model: ModelParams, policy: s
 
     sandbox = Sandbox.load(world)
     query_list = [Query.model_validate(r) for r in read_jsonl(queries)]
-    return save_rows(run_model(infer, env, model, sandbox, query_list, model_dir, policy), out)
+    rows = run_model(infer, env, model, sandbox, query_list, model_dir, policy)
+    metrics = save_rows(rows, out)
+    log_episode_traces(rows)  # the first episodes, to browse in MLflow's Traces tab
+    return metrics
 
 
 @flow(name="infer_teacher")
@@ -99,4 +103,7 @@ def infer_teacher_flow(teacher: TeacherParams, env: EnvParams, world: Path, quer
 
     sandbox = Sandbox.load(world)
     query_list = [Query.model_validate(r) for r in read_jsonl(queries)]
-    return save_rows(run_teacher(teacher, env, sandbox, query_list), out)
+    rows = run_teacher(teacher, env, sandbox, query_list)
+    metrics = save_rows(rows, out)
+    log_episode_traces(rows)
+    return metrics

@@ -12,6 +12,7 @@ from flows.tasks import task
 from star.config import ModelParams, SFTStageParams
 from star.io import content_digest, read_jsonl
 from star.models.base import model_source
+from star.tracking import log_model
 
 
 def train(sft: SFTStageParams, model: ModelParams, data: Path, base: Path, out: Path, checkpoints: Path, curve: Path) -> dict[str, float]:
@@ -40,4 +41,6 @@ fine_tune = task(train, name="fine_tune")
 
 @flow(name="sft")
 def sft_flow(sft: SFTStageParams, model: ModelParams, data: Path, base: Path, out: Path, checkpoints: Path, curve: Path) -> dict[str, float]:
-    return fine_tune(sft, model, data, base, out, checkpoints, curve)
+    metrics = fine_tune(sft, model, data, base, out, checkpoints, curve)
+    log_model(out, {"sft": sft.model_dump(mode="json"), "model": model.model_dump(mode="json")}, metrics)  # MLflow's Models
+    return metrics

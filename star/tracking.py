@@ -283,3 +283,170 @@ def log_pipeline_summary(
         for i in range(0, len(metric_list), 1000):
             client.log_batch(parent_id, metrics=metric_list[i : i + 1000])
     return {"run_id": parent_id, "logged": sorted(new), "conflicts": conflicts, "metrics": flat_metrics}
+
+
+# -- what a stage produced: its episodes as traces, its model as a logged model ----------
+
+# The episodes of one infer stage logged as MLflow traces: the first ones only, so a run stays light.
+TRACE_EPISODES = 20
+# What a tool call's kind means for its span: these succeeded, any other kind is an error.
+TOOL_OK = ("ok", "empty", "repeated")
+
+
+class TrackingWarning(UserWarning):
+    """Something could not be logged to MLflow; the stage goes on (tests turn it into an error)."""
+
+
+def _active_run() -> Any:
+    """The active MLflow run, or None: a flow run outside a stage (no run) logs nothing."""
+    if "mlflow" not in sys.modules:  # a stage imports it before opening its run
+        return None
+    import mlflow
+
+    return mlflow.active_run()
+
+
+def _turns(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The turns of one episode row: what the model was shown, what it wrote, and what came of it.
+
+    A row's `messages` are the system prompt and the task, then per turn the assistant's
+    text followed by one `tool` message per call (or a user message correcting an
+    unparseable turn); `calls` holds one record per call, or per unparseable turn, in order.
+    """
+    import json
+
+    messages, calls = row["messages"], [json.loads(c) if isinstance(c, str) else c for c in row.get("calls", [])]
+    first = next(i for i, m in enumerate(messages) if m["role"] == "user") + 1
+    turns: list[dict[str, Any]] = []
+    pending = iter(calls)
+    for i in range(first, len(messages)):
+        message = messages[i]
+        if message["role"] == "assistant":
+            shown = messages[:i]
+            since = max((j for j, m in enumerate(shown) if m["role"] == "assistant"), default=first - 2) + 1  # the first turn sees the task
+            turns.append({
+                "prompt": {"messages": len(shown), "chars": sum(len(str(m.get("content") or "")) for m in shown), "new": shown[since:]},
+                "text": message.get("content") or "",
+                "tools": [],
+                "feedback": None,
+            })
+        elif not turns:
+            continue
+        elif message["role"] == "tool":
+            call = next(pending, None) or {}
+            turns[-1]["tools"].append({"name": message.get("name") or call.get("name") or "", "arguments": call.get("arguments"), "observation": message.get("content"), "kind": call.get("kind", "ok")})
+        else:  # the environment's correction of a turn it could not parse
+            call = next(pending, None) or {}
+            turns[-1]["feedback"] = {"kind": call.get("kind", "invalid"), "message": message.get("content")}
+    return turns
+
+
+def _episode_trace(row: dict[str, Any], experiment_id: str, tags: dict[str, str]) -> str:
+    """Log one episode row as a trace: episode -> turn -> (generate, one span per tool call). Returns its id."""
+    import mlflow
+    from mlflow.entities import SpanType
+
+    query = next((m.get("content") for m in row["messages"] if m["role"] == "user"), "")
+    outcome = "answered" if row.get("answer") else "truncated" if row.get("truncated") else "no answer"
+    output = {"outcome": outcome, "answer": row.get("answer")}
+    for key in ("plan", "success", "reward"):  # a teacher's row is judged already; a policy's is judged by `evaluate`
+        if row.get(key) is not None:
+            output[key] = row[key]
+    counts = {k: row[k] for k in ("turns", "tool_calls", "tool_errors", "completion_tokens", "truncated") if k in row}
+    root = mlflow.start_span_no_context(
+        f"episode {row.get('query_id')}",
+        span_type=SpanType.AGENT,
+        inputs={"query": query, "query_id": row.get("query_id"), "level": row.get("level"), "days": row.get("days")},
+        attributes={"policy": row.get("teacher"), "sample": row.get("sample"), **counts},
+        tags={**tags, "star.query_id": str(row.get("query_id"))},
+        experiment_id=experiment_id,
+    )
+    for n, turn in enumerate(_turns(row), 1):
+        span = mlflow.start_span_no_context(f"turn {n}", span_type=SpanType.CHAIN, parent_span=root, inputs={"observation": turn["prompt"]["new"]})
+        llm = mlflow.start_span_no_context(
+            "generate", span_type=SpanType.LLM, parent_span=span,
+            inputs={"prompt_messages": turn["prompt"]["messages"], "prompt_chars": turn["prompt"]["chars"]},
+        )
+        llm.end(outputs=turn["text"])
+        for call in turn["tools"]:
+            tool = mlflow.start_span_no_context(call["name"] or "unknown tool", span_type=SpanType.TOOL, parent_span=span, inputs=call["arguments"])
+            tool.end(outputs={"observation": call["observation"], "kind": call["kind"]}, status="OK" if call["kind"] in TOOL_OK else "ERROR")
+        kind = "tool" if turn["tools"] else turn["feedback"]["kind"] if turn["feedback"] else "answer" if row.get("answer") else "cut"
+        span.end(outputs={"kind": kind, **({"feedback": turn["feedback"]["message"]} if turn["feedback"] else {})})
+    root.end(outputs=output)
+    return root.trace_id
+
+
+def log_episode_traces(rows: list[dict[str, Any]], limit: int | None = None) -> list[str]:
+    """Log the first `limit` (default TRACE_EPISODES) episode rows as MLflow traces of the active run.
+
+    Built after the fact from the rows a flow returns (`messages`, `calls`, `answer`, ...),
+    so the library knows nothing of MLflow. Each trace is one episode: its root span holds
+    the query and the outcome (answer, plan, success where the row has them), a child span
+    per turn holds the model's generation (an LLM span) and one TOOL span per call with its
+    arguments and observation. The traces carry the stage run's id (MLflow's
+    `mlflow.sourceRun`) and its `star.*` tags. Nothing but the rows goes in: no params,
+    no environment. Without an active run nothing is logged; a failure warns
+    (TrackingWarning) and the stage goes on. Returns the trace ids.
+    """
+    run = _active_run()
+    if run is None or not rows:
+        return []
+    ids: list[str] = []
+    try:
+        import mlflow
+
+        tags = {k: v for k, v in run.data.tags.items() if k in ("star.stage", "star.pipeline")}
+        for row in rows[: TRACE_EPISODES if limit is None else limit]:
+            ids.append(_episode_trace(row, run.info.experiment_id, {**tags, "star.policy": str(row.get("teacher"))}))
+        mlflow.flush_trace_async_logging()
+    except Exception as exc:  # tracking must never fail a stage
+        import warnings
+
+        warnings.warn(f"episodes not logged as MLflow traces: {type(exc).__name__}: {exc}", TrackingWarning, stacklevel=2)
+    return ids
+
+
+def log_model(path: Path, params: dict[str, Any], metrics: dict[str, Any], register: bool = True) -> str | None:
+    """Log the model a stage wrote at `path` as an MLflow logged model of the active run.
+
+    The weights stay where they are (an external model: MLflow keeps only a small MLmodel
+    stub); the model carries the stage's params, the tags `star.model_path` (the path as
+    the pipeline names it) and `star.model_location` (the absolute path when logged), its
+    final `metrics`, and is an output of the stage run (the runs table's Models column).
+    It is named after the stage (the run's `star.stage` tag: `sft`, `qa_sft`, `grpo`) and,
+    with `register`, is also a new version of the registered model `star-<stage>`.
+    Without an active run nothing is logged; a failure warns (TrackingWarning) and the
+    stage goes on. Returns the model id.
+    """
+    run = _active_run()
+    if run is None:
+        return None
+    try:
+        import mlflow
+        from mlflow.entities import LoggedModelOutput
+
+        path = Path(path)
+        stage = run.data.tags.get("star.stage") or "model"
+        tags = {
+            "star.stage": stage,
+            "star.model_path": path.as_posix(),
+            "star.model_location": str(path.resolve()),
+            **{k: v for k, v in run.data.tags.items() if k in ("star.pipeline", "star.git_commit", "star.params_hash")},
+        }
+        model = mlflow.create_external_model(
+            name=stage, source_run_id=run.info.run_id, experiment_id=run.info.experiment_id,
+            tags=tags, params=param_values(params), model_type="causal-lm",
+        )
+        client = mlflow.MlflowClient()
+        client.log_outputs(run.info.run_id, [LoggedModelOutput(model.model_id, step=0)])
+        if flat := _flat_metrics(metrics):
+            mlflow.log_metrics(flat, run_id=run.info.run_id, model_id=model.model_id)
+        if register:
+            mlflow.register_model(f"models:/{model.model_id}", f"star-{stage}", tags={"star.model_path": path.as_posix()})
+        return model.model_id
+    except Exception as exc:  # tracking must never fail a stage
+        import warnings
+
+        warnings.warn(f"{path}: model not logged to MLflow: {type(exc).__name__}: {exc}", TrackingWarning, stacklevel=2)
+        return None
