@@ -70,12 +70,12 @@ def test_expert_answers_synthetic_questions(tools, questions):
 
 
 def test_expert_thoughts_quote_the_context_before_each_name(tools, questions):
-    """Every query and answer the expert writes is preceded, in its thought, by text it copies verbatim."""
+    """Every name the expert writes repeats text just before it: a quoted passage sentence or the restated question."""
     import re
 
     for q in questions:
         row = run_episode(QAExpert(), tools, q, 0, seed=0)
-        context = q.question
+        context, current = q.question, q.question
         for message in row["messages"][2:]:
             if message["role"] == "tool":
                 context += "\n" + message["content"]
@@ -84,15 +84,40 @@ def test_expert_thoughts_quote_the_context_before_each_name(tools, questions):
             thought = action.think
             name = action.answer if action.answer is not None else action.tool_calls[0].arguments["query"]
             assert name in thought, (q.question, thought)
-            # the thought's quoted part (before "Next, look up" / "Look up" / "So the answer") is copied from the context
-            quoted = re.split(r"(?:Next, look up|Look up|So the answer is) ", thought)[0]
+            if "Now: " in thought:  # the question left to answer: the last one with one phrase replaced by a name
+                restated = thought.split("Now: ")[1].split(" Look up ")[0]
+                if restated != current:
+                    assert re.sub(r"the (?:[a-z]+ )?[a-z]+ of [A-Z][a-z]+", name, current, count=1) == restated, (current, restated)
+                current = restated
+            elif current != q.question and action.answer is not None:
+                assert thought.startswith(current), (current, thought)
+            # the sentences quoted from passages are copied verbatim
+            quoted = re.split(r"Now: |(?:Next, look up|Look up|So the answer is) ", thought.removeprefix(current))[0]
             for sentence in re.split(r"(?<=\.)\s+", quoted.strip()):
-                if sentence and not sentence.startswith("The other one is"):
+                if sentence and not sentence.startswith(("The other one is", "The question asks")) and " or " not in sentence:
                     assert sentence in context, (q.question, sentence)
-        if q.kind == "comparison":  # the two years that decide it are quoted before the answer
-            assert len(re.findall(r"\b\d{4}\b", thought)) == 2, thought
+        if q.kind == "comparison":  # the two years that decide it are quoted and compared before the answer
+            years = re.findall(r"\b\d{4}\b", thought)
+            assert len(set(years)) == 2, thought
+            assert f"The question asks {'earlier' if 'earlier' in q.question else 'later'}: {q.answer}." in thought
         elif not q.answer.isdigit():
             assert thought.count(q.answer) >= 2, thought
+        if q.kind == "bridge":  # every phrase resolved: the last restatement names the last entity searched
+            assert q.plan[-1] in current and not any(n in current for n in q.plan[:-1]), (q.question, current)
+
+
+def test_expert_compares_years_digit_by_digit():
+    from star.qa.expert import _compare
+
+    a, b = "Dakus is a city in Filpum, founded in 1122.", "Melzus is a city in Somul, founded in 1773."
+    assert _compare(["Dakus", "Melzus"], [a, b], "Which city was founded later, Dakus or Melzus?") == (
+        "Dakus 1122 or Melzus 1773? 1 = 1, 1 < 7: earlier Dakus, later Melzus. The question asks later: Melzus. "
+    )
+    a, b = "Silcar was born in 1946 in Vomrar.", "Sorhes was born in 1943 in Vomrar."
+    assert _compare(["Silcar", "Sorhes"], [a, b], "Who was born earlier, Silcar or Sorhes?").endswith(
+        "1 = 1, 9 = 9, 4 = 4, 6 > 3: earlier Sorhes, later Silcar. The question asks earlier: Sorhes. "
+    )
+    assert _compare(["A", "B"], ["A: 1946.", "B: 946."], "Who was born earlier, A or B?") == ""  # lengths differ: no digit steps
 
 
 def test_expert_retries_faults_and_mistakes_spoil_answers(tools, questions):

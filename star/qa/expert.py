@@ -47,8 +47,9 @@ class QAExpert:
         plan = question.plan or [question.question]
         read: dict[str, str] = {}  # title -> text of every passage shown so far
         complete = True
+        current = question.question  # the question with each resolved phrase replaced by its entity
         for i, query in enumerate(plan):
-            thought = _lead(question.question, read.get(plan[i - 1], "") if i else "", query)
+            thought, current = _lead(current, read.get(plan[i - 1], "") if i else "", plan[i - 1] if i else "", query)
             found = False
             for attempt in range(MAX_RETRIES + 1):
                 if attempt:
@@ -68,7 +69,8 @@ class QAExpert:
         evidence = _evidence(question, read) if complete and question.plan else ""
         if mistake:
             answer = _spoil(answer, list(read), rng)
-        env.step(answer_text(f"{evidence}So the answer is {answer}.", answer))
+        restated = f"{current} " if current != question.question else ""
+        env.step(answer_text(f"{restated}{evidence}So the answer is {answer}.", answer))
 
 
 def _sentences(text: str) -> list[str]:
@@ -80,17 +82,25 @@ def _naming(text: str, name: str) -> str | None:
     return next((s for s in _sentences(text) if name in s), None)
 
 
-def _lead(question: str, previous: str, query: str) -> str:
-    """The thought before a search: where its query comes from."""
+def _lead(question: str, previous: str, searched: str, query: str) -> tuple[str, str]:
+    """The thought before a search (where its query comes from), and the question left to answer.
+
+    A hop that resolves "the <relation> of <searched>" restates the question
+    with that phrase replaced by the name found, so the next hop's relation
+    always sits right before the name just written.
+    """
     if not previous:
-        return f"Look up {query}."
+        return f"Now: {question} Look up {query}.", question
     if sentence := _naming(previous, query):
-        return f"{sentence} Next, look up {query}."
+        resolved = re.sub(rf"\bthe (?:[a-z]+ )?[a-z]+ of {re.escape(searched)}\b", lambda _: query, question, count=1)
+        if resolved != question:
+            return f"{sentence} Now: {resolved} Look up {query}.", resolved
+        return f"{sentence} Next, look up {query}.", question
     at = question.find(query)
     if at >= 0:  # the other side of a comparison: quote the question's phrase up to the name
         phrase = re.split(r",\s|\sor\s", question[:at])[-1] + query
-        return f"The other one is {phrase}. Look up {query}."
-    return f"Next, look up {query}."
+        return f"The other one is {phrase}. Look up {query}.", question
+    return f"Next, look up {query}.", question
 
 
 def _evidence(question: Question, read: dict[str, str]) -> str:
@@ -100,9 +110,32 @@ def _evidence(question: Question, read: dict[str, str]) -> str:
         # the ends of the two chains: plan entries whose passage does not name the next entry
         ends = [n for i, n in enumerate(plan) if i == len(plan) - 1 or plan[i + 1] not in read.get(n, "")]
         quoted = [next((s for s in _sentences(read.get(n, "")) if re.search(r"\d", s)), None) for n in ends]
+        if len(ends) == 2 and all(quoted):
+            return "".join(f"{s} " for s in quoted) + _compare(ends, quoted, question.question)
     else:
         quoted = [_naming(read.get(plan[-1], ""), question.answer)]
     return "".join(f"{s} " for s in quoted if s)
+
+
+def _compare(names: list[str], sentences: list[str], question: str) -> str:
+    """Two years compared digit by digit, so each step is one small comparison.
+
+    The verdict lists "earlier X, later Y", and the word the question asks
+    for is restated before the answer, so the answer is the name that follows it.
+    """
+    years = [re.search(r"\b\d+\b", s).group() for s in sentences]
+    a, b = years
+    if len(a) != len(b) or a == b:
+        return ""
+    steps = []
+    for x, y in zip(a, b):
+        steps.append(f"{x} {'=' if x == y else '<' if x < y else '>'} {y}")
+        if x != y:
+            break
+    first, second = names if a < b else names[::-1]
+    asked = re.search(r"\b(earlier|later)\b", question)
+    verdict = f"The question asks {asked[1]}: {first if asked[1] == 'earlier' else second}. " if asked else ""
+    return f"{names[0]} {a} or {names[1]} {b}? {', '.join(steps)}: earlier {first}, later {second}. {verdict}"
 
 
 def _spoil(answer: str, titles: list[str], rng: random.Random) -> str:
