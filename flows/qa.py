@@ -22,6 +22,7 @@ from flows.tasks import task
 from star.config import EnvParams, GRPOStageParams, InferParams, ModelParams, QAParams, RunnerParams
 from star.io import atomic_dir, content_digest, read_jsonl, write_json
 from star.qa.data import Question, load_questions, save_passages, save_questions
+from star.tracking import log_episode_traces, log_model
 
 if TYPE_CHECKING:  # each flow imports what it runs, so a stage's deps list only its own code
     from star.qa.search import QATools
@@ -206,11 +207,13 @@ def qa_grpo_flow(
         return score_episode(question, qa_env, qa.reward)
 
     fingerprint = hashlib.sha256((grpo.model_dump_json() + env.model_dump_json() + qa.model_dump_json() + model.model_dump_json() + content_digest(questions, sft)).encode()).hexdigest()[:12]
-    return train_grpo(
+    metrics = train_grpo(
         grpo, model_source(sft), tasks, lambda q: q.question, make_env, score, QA_SYSTEM_PROMPT,
         out, checkpoints / fingerprint, curve_path=curve, tools_in_prompt=model.tool_schemas,
         log_fn=lambda metrics, step: mlflow.log_metrics(metrics, step=step),
     )
+    log_model(out, {"grpo": grpo.model_dump(mode="json"), "model": model.model_dump(mode="json")}, metrics)  # MLflow's Models
+    return metrics
 
 
 @task
@@ -246,6 +249,7 @@ def qa_infer_flow(
 
     rows = play_policy(infer, qa, model, policy, corpus, load_questions(questions), model_dir)
     metrics = save_rows(rows, out)
+    log_episode_traces(rows)  # the first episodes, to browse in MLflow's Traces tab
     summary = aggregate(rows)
     flat = {k: v for k, v in summary.items() if isinstance(v, (int, float))}
     write_json(report / "summary.json", summary)

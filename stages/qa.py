@@ -35,15 +35,15 @@ if __name__ == "__main__":
     elif stage == "filter":
         run_stage("qa_filter", ["qa", "model"], qa.qa_filter_flow, trajectories=Path("data/qa/trajectories"), base=Path(MODELS["qa_base"]), out=Path("data/qa/sft"))
     elif stage == "sft":
-        from flows.sft import sft_flow
+        from flows.sft import sft_flow, train
 
         run_stage(
-            "qa_sft", ["sft", "model"], sft_flow, data=Path("data/qa/sft/train.jsonl"), base=Path("models/qa/copy"),
+            "qa_sft", ["sft", "model"], sft_flow, replica=train, data=Path("data/qa/sft/train.jsonl"), base=Path("models/qa/copy"),
             out=Path(MODELS["qa_sft"]), checkpoints=Path("models/.checkpoints/qa_sft"), curve=Path("reports/train/qa_sft.csv"),
         )
     elif stage == "grpo":
         run_stage(
-            "qa_grpo", ["grpo", "env", "qa", "model"], qa.qa_grpo_flow, corpus=CORPUS, questions=QUESTIONS / "train.jsonl",
+            "qa_grpo", ["grpo", "env", "qa", "model"], qa.qa_grpo_flow, replica=qa.qa_grpo_flow.fn, corpus=CORPUS, questions=QUESTIONS / "train.jsonl",
             sft=Path(MODELS["qa_sft"]), out=Path(MODELS["qa_grpo"]), checkpoints=Path("models/.checkpoints/qa_grpo"), curve=Path("reports/train/qa_grpo.csv"),
         )
     elif stage == "infer":
