@@ -1253,12 +1253,12 @@ def _mlflow_status(repo: Path) -> dict[str, int]:
 
 
 def _state_after_kill(repo: Path, stage: str) -> int:
-    """What a rerun can resume from: progress rows, or checkpoint directories (complete ones for SFT)."""
+    """What a rerun can resume from: persisted chunks of episodes, or checkpoint directories (complete ones for SFT)."""
     root = repo / RESUME_STATE.get(stage, "-")
     if not root.exists():
         return 0
-    if stage == "distill":
-        return sum(len(p.read_text().splitlines()) for p in root.glob("distill-*.jsonl"))
+    if stage == "distill":  # one result file per finished chunk, under data/.progress/distill/<fingerprint>/
+        return sum(1 for p in (root / "distill").glob("*/*") if p.is_file() and not p.name.startswith("."))
     checkpoints = [p for p in root.glob("*/checkpoint-*") if p.is_dir()]
     if stage in ("sft", "qa_sft"):
         checkpoints = [p for p in checkpoints if (p / "trainer_state.json").is_file()]
