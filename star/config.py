@@ -13,7 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from star.llm_client import OpenAIEndpoint
+from star.endpoint import OpenAIEndpoint
 from star.models.spec import BUILTIN_TINY, BUILTINS, TinySpec
 from star.qa.specs import QARewardParams, QAWorldSpec, QuestionSpec
 from star.train.copy_params import CopySpec

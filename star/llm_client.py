@@ -8,8 +8,8 @@ at most the client's timeout); without one the waits are backoff, 2*backoff,
 ... seconds, at most MAX_BACKOFF. The SDK's own retries are off, so these are
 the only ones.
 
-Only pydantic, tenacity and star.service load with this module: params are read
-without the openai package.
+Its params are `star.endpoint.OpenAIEndpoint`. Only tenacity and star.service load
+with this module; openai is imported when a client is made.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import logging
 import os
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from star.service import client_timeout, wait_retry_after
@@ -27,21 +26,6 @@ log = logging.getLogger(__name__)
 
 BACKOFF = 0.5  # seconds before the first retry when the server sets no Retry-After
 MAX_BACKOFF = 30.0
-RETRIES_HELP = "retries after the first attempt of a request that failed on connection, timeout, 429 or 5xx (0: one attempt)"
-
-
-class OpenAIEndpoint(BaseModel):
-    """Any OpenAI-compatible server; the key is read from `api_key_env`, never from params."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    base_url: str = Field("http://127.0.0.1:8000/v1", description="the OpenAI-compatible server's URL")
-    model: str = Field("policy", description="the model name sent to the server")
-    api_key_env: str = Field("OPENAI_API_KEY", description="environment variable that holds the API key")
-    timeout: float = Field(120.0, gt=0, description="seconds to wait for one reply")
-    retries: int = Field(3, ge=0, le=20, description=RETRIES_HELP)
-
-
 def api_key(api_key_env: str) -> str:
     # Local servers (vLLM, transformers serve) take any key.
     return os.environ.get(api_key_env) or "EMPTY"

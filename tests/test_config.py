@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_MODULES = {
     "star",
     "star.config",
-    "star.llm_client",
+    "star.endpoint",
     "star.models",
     "star.models.spec",
     "star.qa",

@@ -157,6 +157,7 @@ NOT_DEPS = {
     "star/tracking.py",
     "star/service.py",
     "star/config.py",
+    "star/endpoint.py",
     "star/models/spec.py",
     "star/qa/specs.py",
     "star/train/copy_params.py",

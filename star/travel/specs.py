@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from star.llm_client import RETRIES_HELP, OpenAIEndpoint
+from star.endpoint import RETRIES_HELP, OpenAIEndpoint
 
 
 class WorldSpec(BaseModel):
