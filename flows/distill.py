@@ -78,7 +78,7 @@ def save_trajectories(rows: list[dict], out: Path) -> dict[str, float]:
 def _distill(teacher: TeacherParams, env: EnvParams, world: Path, queries: Path, out: Path, store: Path, size: int) -> dict[str, float]:
     items = [(Query.model_validate(row), s) for row in read_jsonl(queries) for s in range(teacher.samples)]
     fingerprint = progress_fingerprint(teacher, env, world, queries)
-    rows = fan_out(play_chunk, items, size, fingerprint, store, teacher=teacher, env=env, sandbox=Sandbox.load(world))
+    rows = fan_out(play_chunk, items, size, fingerprint, store, desc="distill", teacher=teacher, env=env, sandbox=Sandbox.load(world))
     metrics = save_trajectories(rows, out)
     forget(store)
     return metrics

@@ -20,7 +20,9 @@ from typing import Any
 
 from prefect import Flow, task, unmapped
 from prefect.filesystems import LocalFileSystem
+from prefect.futures import as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
+from tqdm import tqdm
 
 from star.config import RunnerParams
 from star.service import ServiceError
@@ -95,7 +97,7 @@ def _worth_retrying(task: Any, task_run: Any, state: Any) -> bool:
     return not isinstance(state.result(raise_on_failure=False), ServiceError)
 
 
-def fan_out(work: Callable[..., list], items: list, size: int, fingerprint: str, store: Path, **shared: Any) -> list:
+def fan_out(work: Callable[..., list], items: list, size: int, fingerprint: str, store: Path, desc: str = "episodes", **shared: Any) -> list:
     """`work(items=chunk, first=index of its first item, **shared)` for each chunk of `items`,
     as mapped tasks of the running flow; the rows of all chunks, in item order."""
     chunk_task = task(
@@ -109,6 +111,9 @@ def fan_out(work: Callable[..., list], items: list, size: int, fingerprint: str,
     )
     starts = list(range(0, len(items), size))
     futures = chunk_task.map(items=[items[i : i + size] for i in starts], first=starts, **{k: unmapped(v) for k, v in shared.items()})
+    with tqdm(total=len(items), desc=desc, unit="episode", disable=None) as bar:
+        for future in as_completed(futures):
+            bar.update(len(future.result()))
     return [row for chunk in futures.result() for row in chunk]
 
 

@@ -117,7 +117,7 @@ def _qa_distill(qa: QAParams, corpus: Path, questions: Path, out: Path, store: P
     # What determines the rows: the expert, the search tool, the episode length and the inputs.
     settings = qa.teacher.model_dump_json() + json.dumps([qa.top_k, qa.max_words, qa.max_turns])
     fingerprint = hashlib.sha256((settings + content_digest(corpus, questions)).encode()).hexdigest()[:16]
-    rows = fan_out(play_qa_chunk, items, size, fingerprint, store, qa=qa, tools=_tools(qa, corpus))
+    rows = fan_out(play_qa_chunk, items, size, fingerprint, store, desc="qa_distill", qa=qa, tools=_tools(qa, corpus))
     metrics = {**_rows_metrics(rows), "success_rate": sum(r["success"] for r in rows) / max(len(rows), 1)}
     _save(rows, out, metrics)
     forget(store)
