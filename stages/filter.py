@@ -10,5 +10,6 @@ if __name__ == "__main__":
         filter_flow,
         trajectories=Path("data/trajectories/trajectories.jsonl"),
         base=Path("models/base"),
+        world=Path("data/world"),
         out=Path("data/sft"),
     )

@@ -106,6 +106,12 @@ class FilterParams(Section):
         default_factory=lambda: {"easy": 4, "medium": 3, "hard": 3}, description="relative weights of the levels easy, medium, hard in the SFT set"
     )
     seed: int = Field(0, description="seed of the draw")
+    rename_copies: int = Field(
+        0,
+        ge=0,
+        description="after each kept trajectory, this many copies with its cities, places, flight numbers and dates renamed consistently "
+        "(star/travel/rename.py), so the student must copy them from its context; 0 = none",
+    )
 
 
 class ModelParams(Section):
