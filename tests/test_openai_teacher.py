@@ -15,7 +15,6 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
-from functools import partial
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,6 @@ from openai.types.chat import ChatCompletionMessage
 from star.config import OpenAITeacherParams
 from star.env.parse import parse_action
 from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
-from star.resume import ProgressLog, run_resumable
 from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.env import TravelEnv
 from star.travel.evaluate import index_for
@@ -41,6 +39,8 @@ from star.travel.synthesize import Synthesizer
 from star.travel.synthetic import entity_names
 from star.travel.tools import TravelTools
 
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
 KEY_ENV = "STAR_TEST_TEACHER_KEY"
 SECRET = "sk-test-0123456789abcdef"
 ROW_KEYS = {"query_id", "level", "days", "sample", "teacher", "messages", "tools", "turns", "tool_calls", "tool_errors", "truncated", "answer", "plan", "evaluation", "success", "calls"}
@@ -272,45 +272,109 @@ def test_dead_server_raises_teacher_unavailable_quickly(model_dir, world, secret
     assert SECRET not in text and err.value.__cause__ is None and "\n" not in text
 
 
+# Runs the distill flow as the stage does (flows/distill.py), each episode it starts written to COUNT.
+DRIVER = """
+import json, sys
+from pathlib import Path
+import flows.distill as d
+from star.config import EnvParams, RunnerParams, TeacherParams
+
+args = json.loads(sys.argv[1])
+real = d.run_episode
+
+def counted(solver, tools, index, query, sample, **kw):
+    with open(args["count"], "a") as f:
+        f.write(f"{query.idx} {sample}\\n")
+    return real(solver, tools, index, query, sample, **kw)
+
+d.run_episode = counted
+work = Path(args["work"])
+d.distill_flow(TeacherParams.model_validate(args["teacher"]), EnvParams(max_turns=3), RunnerParams(), work / "world", work / "train.jsonl", work / "out", work / "progress")
+"""
+
+
+@pytest.fixture(scope="module")
+def prefect_env(tmp_path_factory) -> Iterator[dict[str, str]]:
+    """The environment of a flow subprocess, with a Prefect server of its own."""
+    from flows.serve import prefect_server
+
+    home = tmp_path_factory.mktemp("prefect")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DVC_", "PREFECT_"))}
+    base.update(PATH=f"{BIN}:{os.environ['PATH']}", PREFECT_HOME=str(home))
+    with prefect_server(home, base, prefect=str(BIN / "prefect")) as url:
+        yield {**base, "PREFECT_API_URL": url, "PYTHONPATH": str(ROOT)}
+
+
 @pytest.mark.slow
-def test_server_dying_mid_run_keeps_finished_rows_and_resume_runs_only_the_rest(server, model_dir, world, tmp_path, secret_key):
+def test_server_dying_mid_run_keeps_finished_rows_and_resume_runs_only_the_rest(server, model_dir, world, synthetic_sandbox, prefect_env, tmp_path, secret_key):
+    from flows.distill import make_teacher, progress_fingerprint
+    from star.config import EnvParams, TeacherParams
+    from star.travel.sandbox import Sandbox
+
     queries = world[0]
-    items = [(q, 0) for q in queries]
-    log_path = tmp_path / "progress.jsonl"
+    synthetic_sandbox.save(tmp_path / "world")
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(q.model_dump()) + "\n" for q in queries))
+    items = [(q.idx, 0) for q in queries]  # one episode per task, in this order
+    # Greedy replies: the server answers a request the same however many it serves at once.
+    openai = dict(model=str(model_dir), api_key_env=KEY_ENV, max_tokens=32, temperature=0.0, retries=1, timeout=30.0)
+    teacher = {"kind": "openai", "openai": openai}
+    store = tmp_path / "progress" / "distill"
+    env = {**prefect_env, KEY_ENV: secret_key}
+
+    def distill(base_url: str, concurrency: int, count: Path) -> subprocess.Popen:
+        args = {"work": str(tmp_path), "count": str(count), "teacher": {**teacher, "openai": {**openai, "base_url": base_url, "concurrency": concurrency}}}
+        return subprocess.Popen([sys.executable, "-c", DRIVER, json.dumps(args)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def persisted() -> list[Path]:
+        """The finished tasks' results, one file per task under the fingerprint (a failed task's record lies beside)."""
+        return [p for p in store.glob("*/*") if p.is_file() and not p.name.startswith(".tmp-")]
+
     dying = Server(model_dir)
     try:
-        # Kill the server while it works on the second episode's first request.
+        proc = distill(dying.base_url, 1, tmp_path / "dying.count")
+
+        # Kill the server once the first task's result is saved, while the next one talks to it.
         def killer() -> None:
-            while dying.received() < 2 and dying.proc.poll() is None:
+            while not persisted() and proc.poll() is None:
                 time.sleep(0.01)
             dying.kill()
 
         threading.Thread(target=killer, daemon=True).start()
-        teacher = teacher_for(dying.base_url, model_dir, max_tokens=64)
-        work = partial(lambda t, it: episode(t, world, it[0], it[1]), teacher)
-        with pytest.raises(TeacherUnavailable) as err:
-            run_resumable(items, lambda it: (it[0].idx, it[1]), work, ProgressLog(log_path, key))
-        assert dying.base_url in str(err.value) and SECRET not in str(err.value)
+        output, _ = proc.communicate(timeout=180)
     finally:
         dying.stop()
+    assert proc.returncode != 0 and "TeacherUnavailable" in output and dying.base_url in output, output[-3000:]
+    assert SECRET not in output and not (tmp_path / "out").exists()
 
-    finished = ProgressLog(log_path, key).rows
-    assert 1 <= len(finished) < len(items)
-    before_rows = {k: json.dumps(r, sort_keys=True) for k, r in finished.items()}
+    saved = persisted()
+    assert 1 <= len(saved) < len(items)
+    fingerprint = progress_fingerprint(TeacherParams.model_validate(teacher), EnvParams(max_turns=3), tmp_path / "world", tmp_path / "train.jsonl")
+    assert {p.parent.name for p in saved} == {fingerprint}
+    finished = {items[int(p.name.split("-")[0])] for p in saved}
 
-    ran: list = []
-    teacher = teacher_for(server.base_url, model_dir)
-
-    def work(it):
-        ran.append(it)
-        return episode(teacher, world, it[0], it[1])
-
+    # The rerun asks another server (the address is not part of the progress), two episodes at once.
+    count = tmp_path / "resumed.count"
     before = server.requests()
-    rows = run_resumable(items, lambda it: (it[0].idx, it[1]), work, ProgressLog(log_path, key), concurrency=2)
-    assert len(rows) == len(items) and len(ran) == len(items) - len(finished)
-    assert {(it[0].idx, it[1]) for it in ran}.isdisjoint(finished)
+    proc = distill(server.base_url, 2, count)
+    output, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 0, output[-3000:]
+    assert SECRET not in output
+
+    ran = [tuple(map(int, line.split())) for line in count.read_text().splitlines()]
+    assert len(ran) == len(set(ran)) == len(items) - len(finished)  # finished tasks were read, not played again
+    assert set(ran).isdisjoint(finished) and set(ran) | finished == set(items)
+    rows = [json.loads(line) for line in (tmp_path / "out" / "trajectories.jsonl").read_text().splitlines()]
+    assert [key(r) for r in rows] == items  # every episode once, in order
     assert eventually(lambda: server.requests() - before == sum(r["turns"] for r in rows if key(r) not in finished))
-    assert all(json.dumps(rows[i], sort_keys=True) == before_rows[key(rows[i])] for i in range(len(rows)) if key(rows[i]) in before_rows)
+    assert not store.exists()  # dropped once the output is written
+
+    # The same rows as an uninterrupted run: a plain loop over the episodes against the live server.
+    params = TeacherParams.model_validate({**teacher, "openai": {**openai, "base_url": server.base_url}})
+    sandbox = Sandbox.load(tmp_path / "world")
+    solver, tools, index = make_teacher(params), TravelTools(sandbox, row_cap=EnvParams().row_cap), index_for(sandbox)
+    by_idx = {q.idx: q for q in queries}
+    expected = [run_episode(solver, tools, index, by_idx[i], s, seed=0, max_turns=3, fault_rate=0.0) for i, s in items]
+    assert (tmp_path / "out" / "trajectories.jsonl").read_text() == "".join(json.dumps(r, sort_keys=True) + "\n" for r in expected)
 
 
 def test_a_reply_that_is_not_json_is_a_clear_error(model_dir, secret_key, fixed_reply_server):
