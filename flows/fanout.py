@@ -1,7 +1,7 @@
 """Episodes fanned out as Prefect tasks, resumed from Prefect's persisted results.
 
 A stage's items are cut into chunks; each chunk is one mapped task run under the
-task runner that params choose (threads or a Ray cluster). A finished chunk's
+task runner that params choose (threads, a Ray or a Dask cluster). A finished chunk's
 result is persisted under the stage's progress directory, keyed by the stage's
 fingerprint (what determines the rows) and the chunk, so a rerun after a kill
 reads it instead of running it again, and a changed fingerprint never matches.
@@ -10,6 +10,7 @@ reads it instead of running it again, and a changed fingerprint never matches.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import tempfile
@@ -43,6 +44,18 @@ def task_runner(params: RunnerParams, threads: int) -> TaskRunner:
         # The project's code travels with the job, so cluster nodes need only its dependencies.
         env = {"py_modules": [star, flows], "excludes": ["__pycache__"]}
         return RayTaskRunner(address=params.address, init_kwargs={"runtime_env": env})
+    if params.kind == "dask":
+        from prefect_dask import DaskTaskRunner
+
+        if params.address:
+            # The scheduler's workers import star and flows themselves: run them from a checkout of the project.
+            return DaskTaskRunner(address=params.address)
+        # The scheduler and nannies run in the stage's process, the workers in processes it spawns
+        # (which read the variable): their INFO lines would fill the stage's log.
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+        logging.getLogger("distributed").setLevel(logging.WARNING)
+        # Worker processes, not threads: the experts' episodes hold the GIL. Spawned, they share the stage's sys.path.
+        return DaskTaskRunner(cluster_kwargs={"n_workers": 2, "threads_per_worker": 1, "processes": True, "dashboard_address": None})
     return ThreadPoolTaskRunner(max_workers=threads)
 
 
@@ -82,7 +95,7 @@ class AtomicLocalFileSystem(LocalFileSystem):
 
 def _storage(store: Path) -> AtomicLocalFileSystem:
     # Prefect takes only a storage block saved on its server; one per directory. The path is
-    # absolute, since Ray workers run elsewhere.
+    # absolute, since Ray and Dask workers run elsewhere.
     storage = AtomicLocalFileSystem(basepath=str(store.resolve()))
     storage.save(f"star-results-{hashlib.sha256(storage.basepath.encode()).hexdigest()[:16]}", overwrite=True)
     return storage

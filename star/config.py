@@ -77,11 +77,15 @@ class TeacherParams(Section):
 class RunnerParams(Section):
     """Where distillation's episodes run (distill, qa_distill): a Prefect task runner. The output does not depend on it."""
 
-    kind: Literal["threads", "ray"] = Field(
-        "threads", description="threads: in the stage's process (teacher.openai.concurrency threads for the OpenAI teacher, one for the experts) | ray: on a Ray cluster"
+    kind: Literal["threads", "ray", "dask"] = Field(
+        "threads",
+        description="threads: in the stage's process (teacher.openai.concurrency threads for the OpenAI teacher, one for the experts) | ray: on a Ray cluster"
+        " | dask: on a Dask cluster",
     )
     address: str | None = Field(
-        None, description="ray: the cluster to join, e.g. ray://head:10001 or auto (see `ray start`); null: a temporary local one for the stage"
+        None,
+        description="ray: the cluster to join, e.g. ray://head:10001 or auto (see `ray start`) | dask: the scheduler, e.g. tcp://head:8786 (see `dask scheduler`)"
+        " | null: a temporary local cluster for the stage (dask: 2 worker processes of 1 thread)",
     )
     episodes_per_task: int | None = Field(
         None, ge=1, description="episodes in one Prefect task, the unit of retry and resume; null: 1 for the OpenAI teacher, 200 for the scripted experts"
@@ -89,8 +93,8 @@ class RunnerParams(Section):
 
     @model_validator(mode="after")
     def _address(self) -> RunnerParams:
-        if self.address is not None and self.kind != "ray":
-            raise ValueError(f"address is for kind: ray, not {self.kind}")
+        if self.address is not None and self.kind == "threads":
+            raise ValueError(f"address is for kind: ray or dask, not {self.kind}")
         return self
 
 

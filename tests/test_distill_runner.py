@@ -126,7 +126,7 @@ def episodes(count: Path) -> int:
 
 @pytest.mark.parametrize(
     "runner, expect",
-    [({"kind": "spark"}, ["runner.kind", "'spark'", "'threads' or 'ray'"]), ({"address": "auto"}, ["runner", "address is for kind: ray"]), ({"episodes_per_task": 0}, ["runner.episodes_per_task", "0"])],
+    [({"kind": "spark"}, ["runner.kind", "'spark'", "'threads', 'ray' or 'dask'"]), ({"address": "auto"}, ["runner", "address is for kind: ray or dask"]), ({"episodes_per_task": 0}, ["runner.episodes_per_task", "0"])],
 )
 def test_a_malformed_runner_is_a_clear_error(runner, expect):
     with pytest.raises(ParamsError) as info:
