@@ -1,4 +1,4 @@
-"""distill's episodes as Prefect tasks: the runner knob, resume after a kill, a Ray cluster.
+"""distill's episodes as Prefect tasks: the runner knob, resume after a kill, a Ray cluster, a Dask cluster.
 
 The flows run in subprocesses against one Prefect server, as a stage would.
 """
@@ -206,3 +206,38 @@ def test_distill_on_a_ray_cluster_writes_the_same_bytes(env, work, expected):
             except subprocess.TimeoutExpired:
                 node.kill()
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def dask_process(env: dict, temp: Path, *args: str) -> subprocess.Popen:
+    """`dask scheduler` or `dask worker` in the foreground: the processes it starts end with it."""
+    return subprocess.Popen([str(BIN / "dask"), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=temp)
+
+
+@pytest.mark.slow
+def test_distill_on_a_dask_cluster_writes_the_same_bytes(env, work, expected, tmp_path):
+    from distributed import Client
+
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    procs = [dask_process(env, tmp_path, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard")]
+    try:
+        # One worker process of two threads (each process spends seconds importing the project), which
+        # imports star and flows from the checkout (PYTHONPATH).
+        procs.append(dask_process(env, tmp_path, "worker", address, "--nworkers", "1", "--nthreads", "2", "--no-dashboard", "--local-directory", str(tmp_path)))
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(1, timeout=60)
+            run, count = driver(env, work, "dask", {"kind": "dask", "address": address, "episodes_per_task": SIZE})
+            finish(run, timeout=120)
+            ran = client.run_on_scheduler(lambda dask_scheduler: dict(dask_scheduler.task_prefixes["play_chunk"].state_counts))
+        assert (work / "dask" / "trajectories.jsonl").read_bytes() == expected
+        assert episodes(count) == 0 and ran["memory"] == QUERIES // SIZE  # every chunk ran on the cluster, none in the stage's process
+    finally:
+        # Killed, the worker's nanny takes its process with it; closed, it would wait seconds for that process to exit.
+        for proc in procs[1:]:
+            proc.kill()
+        procs[0].terminate()
+        for proc in reversed(procs):
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
