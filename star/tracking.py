@@ -289,8 +289,6 @@ def log_pipeline_summary(
 
 # The episodes of one infer stage logged as MLflow traces: the first ones only, so a run stays light.
 TRACE_EPISODES = 20
-# What a tool call's kind means for its span: these succeeded, any other kind is an error.
-TOOL_OK = ("ok", "empty", "repeated")
 
 
 class TrackingWarning(UserWarning):
@@ -346,6 +344,8 @@ def _episode_trace(row: dict[str, Any], experiment_id: str, tags: dict[str, str]
     import mlflow
     from mlflow.entities import SpanType
 
+    from star.env.core import WORKED
+
     query = next((m.get("content") for m in row["messages"] if m["role"] == "user"), "")
     outcome = "answered" if row.get("answer") else "truncated" if row.get("truncated") else "no answer"
     output = {"outcome": outcome, "answer": row.get("answer")}
@@ -370,7 +370,7 @@ def _episode_trace(row: dict[str, Any], experiment_id: str, tags: dict[str, str]
         llm.end(outputs=turn["text"])
         for call in turn["tools"]:
             tool = mlflow.start_span_no_context(call["name"] or "unknown tool", span_type=SpanType.TOOL, parent_span=span, inputs=call["arguments"])
-            tool.end(outputs={"observation": call["observation"], "kind": call["kind"]}, status="OK" if call["kind"] in TOOL_OK else "ERROR")
+            tool.end(outputs={"observation": call["observation"], "kind": call["kind"]}, status="OK" if call["kind"] in WORKED else "ERROR")
         kind = "tool" if turn["tools"] else turn["feedback"]["kind"] if turn["feedback"] else "answer" if row.get("answer") else "cut"
         span.end(outputs={"kind": kind, **({"feedback": turn["feedback"]["message"]} if turn["feedback"] else {})})
     root.end(outputs=output)

@@ -81,6 +81,15 @@ class CallRecord:
     kind: str  # a ToolResult kind, plus "unknown_tool" and "repeated"
 
 
+# The call kinds that worked: the tool answered (a repeat answers again). Any other kind is a tool error.
+WORKED = ("ok", "empty", "repeated")
+
+
+def tool_errors(calls: list[CallRecord]) -> int:
+    """Calls of an episode that did not work, for any reason."""
+    return sum(c.kind not in WORKED for c in calls)
+
+
 class ToolEnv:
     """Owns tools and a task; turns assistant text into observations.
 

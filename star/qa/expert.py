@@ -19,7 +19,7 @@ import random
 import re
 from typing import Any
 
-from star.env.core import arguments_json
+from star.env.core import arguments_json, tool_errors
 from star.env.teacher import Teacher, answer_text, hash_seed, tool_call_text
 from star.qa.data import Question
 from star.qa.env import QAEnv
@@ -160,7 +160,7 @@ def trajectory_row(env: QAEnv, question: Question, teacher: str, sample: int) ->
         "tools": json.dumps(env.tool_schemas()),
         "turns": env.turns,
         "tool_calls": sum(c.name != "" for c in env.calls),
-        "tool_errors": sum(c.kind not in ("ok", "empty", "repeated") for c in env.calls),
+        "tool_errors": tool_errors(env.calls),
         "truncated": env.truncated,
         "answer": env.answer,
         "evaluation": evaluation,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 
+from star.env.core import WORKED
 from star.train.grpo_params import ProcessRewards
 
 KIND_GROUPS = {"ok": "informative", "empty": "informative", "repeated": "repeated", "invalid": "invalid", "unknown_tool": "invalid", "error": "failed", "fault": "failed"}
@@ -47,10 +48,9 @@ def call_breakdown(call_kinds: list[str]) -> dict[str, float]:
     """
     n = max(len(call_kinds), 1)
     faults = [i for i, kind in enumerate(call_kinds) if kind == "fault"]
-    worked = ("ok", "empty", "repeated")
-    recovered = sum(i + 1 < len(call_kinds) and call_kinds[i + 1] in worked for i in faults)
+    recovered = sum(i + 1 < len(call_kinds) and call_kinds[i + 1] in WORKED for i in faults)
     return {
-        "tool_error_rate": sum(kind not in worked for kind in call_kinds) / n,
+        "tool_error_rate": sum(kind not in WORKED for kind in call_kinds) / n,
         "fault_rate": len(faults) / n,
         "invalid_rate": sum(KIND_GROUPS.get(kind, "invalid") == "invalid" for kind in call_kinds) / n,
         "error_rate": call_kinds.count("error") / n,

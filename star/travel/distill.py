@@ -12,7 +12,7 @@ import json
 import random
 from typing import Any
 
-from star.env.core import arguments_json
+from star.env.core import arguments_json, tool_errors
 from star.env.teacher import Teacher, answer_text, hash_seed, tool_call_text
 from star.travel.env import TravelEnv
 from star.travel.evaluate import SandboxIndex, evaluate_plan
@@ -55,7 +55,7 @@ def trajectory_row(env: TravelEnv, query: Query, teacher: str, sample: int, inde
         "tools": json.dumps(env.tool_schemas()),  # key order as the template renders it
         "turns": env.turns,
         "tool_calls": sum(c.name != "" for c in env.calls),
-        "tool_errors": sum(c.kind not in ("ok", "empty", "repeated") for c in env.calls),
+        "tool_errors": tool_errors(env.calls),
         "truncated": env.truncated,
         "answer": env.answer,
         "plan": plan.to_submission() if plan is not None else None,

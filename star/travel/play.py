@@ -7,7 +7,7 @@ from typing import Any
 
 from star.agent.policy import play_tasks
 from star.agent.rollout import RolloutLimits, Trajectory
-from star.env.core import arguments_json
+from star.env.core import arguments_json, tool_errors
 from star.travel.env import TravelEnv
 from star.travel.query import Query
 from star.travel.tools import TravelTools
@@ -41,7 +41,7 @@ def trajectory_row(query: Query, env: TravelEnv, trajectory: Trajectory, policy:
         "messages": env.history,
         "turns": env.turns,
         "tool_calls": sum(c.name != "" for c in env.calls),
-        "tool_errors": sum(c.kind not in ("ok", "empty", "repeated") for c in env.calls),
+        "tool_errors": tool_errors(env.calls),
         "truncated": trajectory.truncated,
         "answer": env.answer,
         "completion_tokens": sum(trajectory.completion_mask),
