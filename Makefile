@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup vllm repro test test-fast bench micro long travelplanner ablate report gpu-wheels
+.PHONY: setup vllm repro test test-fast bench micro smollm2 long travelplanner ablate report gpu-wheels
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -50,6 +50,10 @@ bench: setup
 # The whole DAG on the micro profile, as a DVC experiment (about 7 minutes on 2 CPU cores).
 micro: setup
 	python -m flows.serve dvc exp run $$(python -m stages.profile params.micro.yaml)
+
+# The whole DAG on SmolLM2-135M-Instruct (builtin:smollm2), stacked on the micro profile: LoRA SFT, native tool schemas.
+smollm2: setup
+	python -m flows.serve dvc exp run $$(python -m stages.profile params.micro.yaml params.smollm2.yaml)
 
 # The 3/5/7-day trip mix (params.long.yaml) as a DVC experiment (about 45 minutes on 2 CPU cores).
 long: setup

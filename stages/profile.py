@@ -1,4 +1,6 @@
-"""Print a params profile (e.g. params.micro.yaml) as `-S key=value` flags for `dvc exp run`."""
+"""Print params profiles (e.g. params.micro.yaml) as `-S key=value` flags for `dvc exp run`.
+
+Several files stack: a key in a later file overrides the same key in an earlier one."""
 
 import json
 import sys
@@ -37,5 +39,8 @@ def set_flags(values: dict[str, object]) -> list[str]:
 
 
 if __name__ == "__main__":
-    with open(sys.argv[1]) as f:
-        print(" ".join(f"-S {s}" for s in set_flags(flat(yaml.safe_load(f)))))
+    values: dict[str, object] = {}
+    for path in sys.argv[1:]:
+        with open(path) as f:
+            values.update(flat(yaml.safe_load(f)))
+    print(" ".join(f"-S {s}" for s in set_flags(values)))

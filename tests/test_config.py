@@ -169,7 +169,7 @@ def test_a_dead_server_stops_a_stage_with_one_line_and_exit_3(tmp_path):
     assert not (tmp_path / "data" / "queries").exists()
 
 
-@pytest.mark.parametrize("profile", ["params.micro.yaml", "params.long.yaml", "params.travelplanner.yaml"])
+@pytest.mark.parametrize("profile", ["params.micro.yaml", "params.smollm2.yaml", "params.long.yaml", "params.travelplanner.yaml"])
 def test_a_profile_over_params_yaml_is_valid(profile, tmp_path):
     from stages.profile import WHOLE
 

@@ -2,18 +2,12 @@
 
 import ast
 import json
-import os
-import shlex
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from pipeline_repo import exp_run, imports_dir, mlflow_runs, new_repo, sh
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 POLICIES = ("base", "sft", "grpo", "teacher")
 STAGES = {"world", "synthesize", "distill", "base", "copy", "filter", "sft", "grpo", "results", "report", "infer_teacher"}
 STAGES |= {f"{kind}@{p}" for kind in ("format", "evaluate") for p in POLICIES} | {f"infer@{p}" for p in ("base", "sft", "grpo")}
@@ -23,44 +17,13 @@ STAGES |= {f"qa_{s}" for s in ("world", "synthesize", "distill", "base", "copy",
 STAGES |= {f"qa_infer@{p}" for p in QA_POLICIES if p != "qa_teacher"}
 
 
-def imports_dir(repo: Path) -> Path:
-    """Where each stage run records the project files it imported (stages/common.py)."""
-    return repo.with_name(f"{repo.name}-imports")
-
-
-def sh(cmd: str, cwd: Path, timeout: int = 1500) -> str:
-    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "PREFECT_HOME": str(cwd / ".prefect")}
-    env["STAR_RECORD_IMPORTS"] = str(imports_dir(cwd))
-    for var in ("MLFLOW_TRACKING_URI", "DVC_EXP_NAME", "PREFECT_API_URL"):
-        env.pop(var, None)
-    proc = subprocess.run(cmd, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-    return proc.stdout + proc.stderr
-
-
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
-    repo = tmp_path_factory.mktemp("micro")
-    for name in ("dvc.yaml", "params.yaml", "params.micro.yaml", ".gitignore"):
-        shutil.copy(ROOT / name, repo / name)
-    for name in ("star", "stages", "flows"):
-        shutil.copytree(ROOT / name, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
-    for cmd in ("git init -q", "git config user.email t@example.com", "git config user.name t", "dvc init -q", "dvc config core.analytics false", "git add -A", "git commit -qm init"):
-        sh(cmd, repo)
-    return repo
+    return new_repo(tmp_path_factory.mktemp("micro"), ("params.micro.yaml",))
 
 
 def micro(repo: Path, extra: str = "") -> str:
-    # As `make micro` passes them: the profile's flags, split on spaces, each one argument.
-    flags = shlex.join(sh(f"{sys.executable} -m stages.profile params.micro.yaml", repo).split())
-    return sh(f"{sys.executable} -m flows.serve dvc exp run {flags} {extra}", repo)
-
-
-def runs(repo: Path):
-    import mlflow
-
-    client = mlflow.MlflowClient(f"sqlite:///{repo / 'mlflow.db'}")
-    return client.search_runs([client.get_experiment_by_name("star").experiment_id], max_results=1000)
+    return exp_run(repo, ("params.micro.yaml",), extra)
 
 
 def test_micro_pipeline_end_to_end(repo):
@@ -111,7 +74,7 @@ def test_micro_pipeline_end_to_end(repo):
     for curve in ("sft", "grpo", "qa_sft", "qa_grpo"):
         assert (repo / f"reports/train/{curve}.csv").read_text().startswith("step,"), curve
 
-    all_runs = runs(repo)
+    all_runs = mlflow_runs(repo)
     stages = [r for r in all_runs if r.data.tags.get("star.role") == "stage"]
     parents = [r for r in all_runs if r.data.tags.get("star.role") == "pipeline"]
     assert len(parents) == 1 and parents[0].data.tags["star.pipeline"] == parents[0].data.tags["dvc.exp_name"]
@@ -194,7 +157,7 @@ def test_changing_the_reward_reruns_only_grpo_and_after(repo):
     assert "grpo" in ran
     # Nothing upstream runs; what follows runs only if the model changed (DVC compares hashes).
     assert not ran & {"world", "synthesize", "distill", "base", "copy", "filter", "sft", "infer@sft", "infer@base", "infer_teacher"}
-    grpo_runs = [r for r in runs(repo) if r.data.tags.get("star.stage") == "grpo"]
+    grpo_runs = [r for r in mlflow_runs(repo) if r.data.tags.get("star.stage") == "grpo"]
     assert sorted(r.data.params["grpo.reward"] for r in grpo_runs) == ["SUCCESS", "SUM"]
 
 
@@ -202,7 +165,7 @@ def test_reverting_restores_from_the_run_cache(repo):
     out = micro(repo, "-S grpo.reward=SUM")
     assert "Stage 'grpo' is cached - skipping run, checking out outputs" in out
     assert "Running stage 'grpo'" not in out
-    grpo_runs = [r for r in runs(repo) if r.data.tags.get("star.stage") == "grpo"]
+    grpo_runs = [r for r in mlflow_runs(repo) if r.data.tags.get("star.stage") == "grpo"]
     assert len(grpo_runs) == 2  # nothing was trained again
 
 

