@@ -37,7 +37,7 @@ repro: setup
 # tests/test_vllm.py runs vLLM for real in .venv-vllm, so the full suite builds it too.
 test: setup vllm
 	ruff check star flows stages tests bench
-	pytest -q
+	pytest -q --durations=25
 
 # The inner loop: the tests not marked slow (no pipeline runs, training or real servers), a few minutes on 2 cores.
 test-fast: setup
