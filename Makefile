@@ -51,7 +51,7 @@ bench: setup
 micro: setup
 	python -m flows.serve dvc exp run $$(python -m stages.profile params.micro.yaml)
 
-# The whole DAG on SmolLM2-135M-Instruct (builtin:smollm2), stacked on the micro profile: LoRA SFT, native tool schemas.
+# The whole DAG on SmolLM2-135M-Instruct (builtin:smollm2), stacked on the micro profile: LoRA SFT, native tool schemas (about 30 minutes on 2 CPU cores).
 smollm2: setup
 	python -m flows.serve dvc exp run $$(python -m stages.profile params.micro.yaml params.smollm2.yaml)
 
