@@ -47,5 +47,5 @@ def test_the_policy_and_both_baselines_are_scored(repo):
         assert len(rows) == 4, policy  # the profile's test split
         metrics = json.loads((repo / f"reports/qa/{policy}/metrics.json").read_text())
         assert 0.0 <= metrics["em"] <= metrics["f1"] <= 1.0, policy
-    # The naive RAG baseline answers in one turn from retrieved passages; the others may search.
-    assert all(row["turns"] == 1 for row in map(json.loads, (repo / "data/qa/infer/naive_rag/trajectories.jsonl").read_text().splitlines()))
+        if policy == "naive_rag":  # answers in one turn from retrieved passages; the others may search
+            assert all(row["turns"] == 1 for row in rows)
