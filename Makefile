@@ -34,15 +34,17 @@ vllm: $(VLLM_VENV)/.installed
 repro: setup
 	@dvc status -q >/dev/null 2>&1 && echo "Everything is up to date (dvc status)." || python -m flows.serve dvc repro
 
-# tests/test_vllm.py runs vLLM for real in .venv-vllm, so the full suite builds it too.
-test: setup vllm
+# tests/test_vllm.py runs vLLM for real in .venv-vllm, so the full suite builds it too; the two venvs
+# install side by side, and the tests run in two processes (pytest-xdist), the long pipeline runs beside the rest.
+test:
+	$(MAKE) -j2 setup vllm
 	ruff check star flows stages tests bench
-	pytest -q --durations=25
+	pytest -q -n 2 --dist loadscope --no-loadscope-reorder --durations=25
 
 # The inner loop: the tests not marked slow (no pipeline runs, training or real servers), a few minutes on 2 cores.
 test-fast: setup
 	ruff check star flows stages tests bench
-	pytest -q -m "not slow"
+	pytest -q -n 2 --dist loadscope -m "not slow"
 
 bench: setup
 	for b in bench/*.py; do python $$b; done

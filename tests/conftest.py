@@ -1,9 +1,17 @@
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# Each test process (pytest-xdist runs two) gets its own Prefect home, so their temporary
+# servers never share one SQLite database, and the user's ~/.prefect is left alone.
+if "PREFECT_HOME" not in os.environ:
+    os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix=f"star-prefect-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-")
+    atexit.register(shutil.rmtree, os.environ["PREFECT_HOME"], ignore_errors=True)
 # The public TravelPlanner database lives beside the project, never inside it.
 TP_DATABASE = Path(os.environ.get("STAR_TRAVELPLANNER_DB", ROOT.parent / "shared/data/travelplanner/database"))
 
@@ -84,3 +92,12 @@ def reply_server():
 def fixed_reply_server(reply_server):
     """`start(status, body)` -> the /v1 URL of a local server that answers every POST with that reply."""
     return lambda status, body: reply_server(lambda request: (status, body))
+
+
+# The two pipeline runs take most of the suite's time: start them first, one per pytest-xdist
+# process (`--dist loadscope` keeps a module's tests, and its module fixtures, in one process).
+LONGEST_FIRST = ("test_pipeline_micro.py", "test_pipeline_smollm2.py")
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: item.path.name not in LONGEST_FIRST)
