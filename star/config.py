@@ -204,6 +204,7 @@ class QAGRPOParams(Section):
     algorithm: Literal["grpo", "dapo", "arpo"] = Field("grpo", description="QA GRPO's algorithm, in place of grpo.algorithm")
     learning_rate: float = Field(1e-4, gt=0, description="QA GRPO's learning rate, in place of grpo.learning_rate (travel's 3e-4 took QA EM from 27% to 8%)")
     temperature: float = Field(1.0, gt=0, description="QA GRPO's rollout temperature, in place of grpo.temperature")
+    optimizer: Literal["adamw", "sgd"] = Field("adamw", description="QA GRPO's optimizer, in place of grpo.optimizer")
 
 
 class QAParams(Section):
@@ -225,7 +226,7 @@ class QAParams(Section):
     reward: QARewardParams = Field(
         default_factory=QARewardParams, description="GRPO reward: outcome + format_weight * format + process_weight * process"
     )
-    grpo: QAGRPOParams = Field(default_factory=QAGRPOParams, description="QA's own algorithm, learning rate and temperature for GRPO")
+    grpo: QAGRPOParams = Field(default_factory=QAGRPOParams, description="QA's own algorithm, learning rate, temperature and optimizer for GRPO")
 
     @model_validator(mode="after")
     def _path(self) -> QAParams:

@@ -195,7 +195,8 @@ def _logprob(model, prompt_ids, completion_ids, mask):
 
 
 @pytest.mark.slow
-def test_one_step_raises_the_better_episodes_and_lowers_the_worse(tiny, tmp_path, one_torch_thread):
+@pytest.mark.parametrize("optimizer, learning_rate", [("adamw", 1e-3), ("sgd", 1.0)])
+def test_one_step_raises_the_better_episodes_and_lowers_the_worse(tiny, tmp_path, one_torch_thread, optimizer, learning_rate):
     import copy
 
     import torch
@@ -208,7 +209,7 @@ def test_one_step_raises_the_better_episodes_and_lowers_the_worse(tiny, tmp_path
     model = copy.deepcopy(base)
     before = copy.deepcopy(base).eval()
     params = GRPOParams(
-        algorithm="grpo", num_generations=4, queries_per_step=1, steps=1, learning_rate=1e-3, max_turns=2, max_new_tokens=24, mask_truncated_completions=False,
+        algorithm="grpo", num_generations=4, queries_per_step=1, steps=1, learning_rate=learning_rate, optimizer=optimizer, max_turns=2, max_new_tokens=24, mask_truncated_completions=False,
         loss_type="grpo", scale_rewards="group",
     )
     limits = RolloutLimits(max_turns=2, max_new_tokens=24, max_total_tokens=512)
@@ -240,6 +241,7 @@ def test_one_step_raises_the_better_episodes_and_lowers_the_worse(tiny, tmp_path
         rollout_func=rollout,
     )
     trainer.train()
+    assert type(trainer.optimizer.optimizer).__name__ == {"adamw": "AdamW", "sgd": "SGD"}[optimizer]
     model.eval()
     out = seen[0]
     changes = [

@@ -221,6 +221,7 @@ def grpo_config(params: GRPOParams, output_dir: Path, use_cpu: bool) -> Any:
         num_generations=params.num_generations,
         max_steps=params.steps,
         learning_rate=params.learning_rate,
+        **({"optim": "sgd"} if params.optimizer == "sgd" else {}),  # else TRL's default AdamW
         lr_scheduler_type="constant_with_warmup",
         warmup_steps=0,
         beta=params.beta,

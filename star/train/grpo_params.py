@@ -38,6 +38,11 @@ class GRPOParams(BaseModel):
     queries_per_step: int = Field(4, ge=1, description="queries (groups) per optimiser step")
     steps: int = Field(40, ge=1, description="optimiser steps")
     learning_rate: float = Field(3e-4, gt=0, description="learning rate")
+    optimizer: Literal["adamw", "sgd"] = Field(
+        "adamw",
+        description="adamw: TRL's default, which moves every weight by about the learning rate, signal or noise | "
+        "sgd: plain gradient steps, sized by the gradient (GRPO's gradients are small: it needs a learning rate near 1)",
+    )
     beta: float = Field(0.0, ge=0, description="KL coefficient; 0: no KL term, no reference model")
     epsilon: float = Field(0.2, gt=0, description="lower clip range of the probability ratio")
     epsilon_high: float = Field(0.28, gt=0, description="upper clip range, at least epsilon (clip-higher)")
