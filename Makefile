@@ -35,7 +35,7 @@ repro: setup
 	@dvc status -q >/dev/null 2>&1 && echo "Everything is up to date (dvc status)." || python -m flows.serve dvc repro
 
 # tests/test_vllm.py runs vLLM for real in .venv-vllm, so the full suite builds it too; the two venvs
-# install side by side, and the tests run in two processes (pytest-xdist), the long pipeline runs beside the rest.
+# install side by side, and the tests run in two processes (pytest-xdist), each pipeline run in its own.
 test:
 	$(MAKE) -j2 setup vllm
 	ruff check star flows stages tests bench
