@@ -40,8 +40,8 @@ class GRPOParams(BaseModel):
     learning_rate: float = Field(3e-4, gt=0, description="learning rate")
     optimizer: Literal["adamw", "sgd"] = Field(
         "adamw",
-        description="adamw: TRL's default, which moves every weight by about the learning rate, signal or noise | "
-        "sgd: plain gradient steps, sized by the gradient (GRPO's gradients are small: it needs a learning rate near 1)",
+        description="adamw: TRL's default | sgd: plain gradient steps, sized by the gradient "
+        "(the built-in model's GRPO gradients have a norm of about 0.01: QA was run with a learning rate of 0.5 to 2)",
     )
     beta: float = Field(0.0, ge=0, description="KL coefficient; 0: no KL term, no reference model")
     epsilon: float = Field(0.2, gt=0, description="lower clip range of the probability ratio")
