@@ -37,10 +37,13 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from star.travel.evaluate import COMMONSENSE, HARD, SandboxIndex, evaluate_plan  # noqa: E402
+from star.travel.commonsense import COMMONSENSE  # noqa: E402
+from star.travel.evaluate import evaluate_plan  # noqa: E402
+from star.travel.hard import HARD  # noqa: E402
 from star.travel.plan import Plan, plan_from_submission  # noqa: E402
 from star.travel.query import Query  # noqa: E402
 from star.travel.sandbox import CUISINES, Sandbox, load_travelplanner  # noqa: E402
+from star.travel.sandbox_index import SandboxIndex  # noqa: E402
 
 DATABASE = Path(os.environ.get("STAR_TRAVELPLANNER_DB", ROOT.parent / "shared/data/travelplanner/database"))
 

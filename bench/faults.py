@@ -90,11 +90,12 @@ from star.train.grpo_params import GRPOParams, ProcessRewards  # noqa: E402
 from star.train.process import KIND_GROUPS, call_breakdown, call_kinds, process_reward  # noqa: E402
 from star.travel.distill import ExpertTeacher, run_episode, trajectory_row  # noqa: E402
 from star.travel.env import TravelEnv  # noqa: E402
-from star.travel.evaluate import MODES, evaluate_plan, index_for  # noqa: E402
+from star.travel.evaluate import MODES, evaluate_plan  # noqa: E402
 from star.travel.expert import Expert  # noqa: E402
 from star.travel.format import format_itinerary, format_rules  # noqa: E402
 from star.travel.plan import Day, Plan, plan_from_submission  # noqa: E402
 from star.travel.rewards import KINDS, Scorer  # noqa: E402
+from star.travel.sandbox_index import index_for  # noqa: E402
 from star.travel.specs import SynthesisSpec, WorldSpec  # noqa: E402
 from star.travel.synthesize import Synthesizer  # noqa: E402
 from star.travel.synthetic import generate_world  # noqa: E402
@@ -725,7 +726,7 @@ def formatter_client(base_url: str, corpus: Corpus, timeout: float, retries: int
 
 def backend_client(base_url: str, corpus: Corpus, timeout: float, retries: int, key_env: str = SERVER_KEY_ENV, model: str = "m") -> Callable[[], Any]:
     from star.agent import Prompt
-    from star.agent.backends import OpenAIBackend
+    from star.agent.openai_backend import OpenAIBackend
 
     backend = OpenAIBackend(base_url, model, api_key_env=key_env, timeout=timeout, retries=retries)
     return lambda: backend.generate([Prompt([1, 2, 3], [{"role": "user", "content": "Plan a trip."}])], 16)

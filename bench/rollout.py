@@ -28,8 +28,8 @@ from star.agent import STOP_STRINGS, RolloutLimits, TransformersBackend, run_epi
 from star.models.tiny import TinySpec, build_model, corpus_from_trajectories, train_tokenizer
 from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.env import TravelEnv
-from star.travel.evaluate import index_for
 from star.travel.expert import Expert
+from star.travel.sandbox_index import index_for
 from star.travel.specs import SynthesisSpec, WorldSpec
 from star.travel.synthesize import Synthesizer
 from star.travel.synthetic import entity_names, generate_world

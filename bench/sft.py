@@ -31,8 +31,8 @@ from star.train.sft import train_sft
 from star.train.sft_params import SFTParams
 from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.env import TravelEnv
-from star.travel.evaluate import index_for
 from star.travel.expert import Expert
+from star.travel.sandbox_index import index_for
 from star.travel.specs import SynthesisSpec, WorldSpec
 from star.travel.synthesize import Synthesizer
 from star.travel.synthetic import entity_names, generate_world

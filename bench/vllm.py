@@ -56,8 +56,8 @@ def tiny_model(out: Path) -> Path:
     from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
     from star.travel.distill import ExpertTeacher, run_episode
     from star.travel.env import TravelEnv
-    from star.travel.evaluate import index_for
     from star.travel.expert import Expert
+    from star.travel.sandbox_index import index_for
     from star.travel.synthetic import entity_names
 
     world, tools, queries = travel(30)

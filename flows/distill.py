@@ -16,10 +16,10 @@ from star.config import EnvParams, RunnerParams, TeacherParams
 from star.env.teacher import Teacher
 from star.io import atomic_dir, read_jsonl, write_json
 from star.travel.distill import ExpertTeacher, run_episode
-from star.travel.evaluate import index_for
 from star.travel.expert import Expert
 from star.travel.query import Query
 from star.travel.sandbox import Sandbox
+from star.travel.sandbox_index import index_for
 from star.travel.tools import TravelTools
 
 

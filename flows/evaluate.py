@@ -52,7 +52,8 @@ def format_flow(format: FormatParams, queries: Path, trajectories: Path, out: Pa
 
 @task
 def score(evaluate: EvaluateParams, world: Path, queries: Path, plans: Path) -> tuple[dict, list[dict]]:
-    from star.travel.evaluate import aggregate, evaluate_plans
+    from star.travel.evaluate import evaluate_plans
+    from star.travel.metrics import aggregate
     from star.travel.sandbox import Sandbox
 
     query_list = read_queries(queries)

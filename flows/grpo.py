@@ -23,8 +23,8 @@ def train(
 
     from star.train.grpo import train_grpo
     from star.travel.env import SYSTEM_PROMPT, TravelEnv
-    from star.travel.evaluate import index_for
     from star.travel.rewards import Scorer
+    from star.travel.sandbox_index import index_for
     from star.travel.tools import TravelTools
 
     sandbox = Sandbox.load(world)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # QA stages import this module too: travel code loads only wh
 def run_teacher(teacher: TeacherParams, env: EnvParams, sandbox: Sandbox, queries: list[Query]) -> list[dict]:
     from flows.distill import make_teacher
     from star.travel.distill import run_episode
-    from star.travel.evaluate import index_for
+    from star.travel.sandbox_index import index_for
     from star.travel.tools import TravelTools
 
     # The reference is the teacher at its best: no deliberate mistakes.
@@ -35,7 +35,7 @@ def load_policy(infer: InferParams, model_dir: Path) -> tuple[Any, Any]:
     """(backend, tokenizer) for the model in `model_dir`, on the configured backend."""
     from transformers import AutoTokenizer
 
-    from star.agent.backends import make_backend
+    from star.agent.backend import make_backend
     from star.models.base import model_source
 
     source = model_source(model_dir)

@@ -205,9 +205,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from star.train.sft_params import SFTParams
     from star.travel.distill import ExpertTeacher, run_episode
     from star.travel.env import SYSTEM_PROMPT, TravelEnv
-    from star.travel.evaluate import index_for
     from star.travel.expert import Expert
     from star.travel.rewards import Scorer
+    from star.travel.sandbox_index import index_for
     from star.travel.specs import SynthesisSpec, WorldSpec
     from star.travel.synthesize import Synthesizer
     from star.travel.synthetic import entity_names, generate_world

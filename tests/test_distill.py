@@ -5,8 +5,8 @@ import pytest
 
 from star.train.filtering import select
 from star.travel.distill import ExpertTeacher, run_episode
-from star.travel.evaluate import index_for
 from star.travel.expert import Expert
+from star.travel.sandbox_index import index_for
 from star.travel.specs import SynthesisSpec
 from star.travel.synthesize import Synthesizer
 from star.travel.tools import TravelTools

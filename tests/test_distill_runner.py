@@ -75,9 +75,9 @@ def expected(work) -> bytes:
     from star.config import EnvParams, TeacherParams
     from star.io import read_jsonl
     from star.travel.distill import run_episode
-    from star.travel.evaluate import index_for
     from star.travel.query import Query
     from star.travel.sandbox import Sandbox
+    from star.travel.sandbox_index import index_for
     from star.travel.tools import TravelTools
 
     teacher, env, sandbox = TeacherParams(fault_rate=0.1), EnvParams(), Sandbox.load(work / "world")

@@ -46,8 +46,8 @@ def inputs(tmp_path_factory, synthetic_sandbox) -> Path:
     the expert, and the built-in tiny model (the stages' `models/copy` and `models/sft`)."""
     from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
     from star.travel.distill import ExpertTeacher, run_episode
-    from star.travel.evaluate import index_for
     from star.travel.expert import Expert
+    from star.travel.sandbox_index import index_for
     from star.travel.specs import SynthesisSpec
     from star.travel.synthesize import Synthesizer
     from star.travel.synthetic import entity_names

@@ -21,18 +21,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from star.io import read_jsonl
-from star.travel.evaluate import (
-    COMMONSENSE,
-    HARD,
-    aggregate,
-    evaluate_plan,
-    evaluate_plans,
-    index_for,
-    main,
-)
+from star.travel.commonsense import COMMONSENSE
+from star.travel.evaluate import evaluate_plan, evaluate_plans, main
+from star.travel.hard import HARD
+from star.travel.metrics import aggregate
 from star.travel.plan import DAY_FIELDS, Day, Plan, plan_from_submission, read_submission, write_submission
 from star.travel.query import Query
 from star.travel.sandbox import CUISINES, Sandbox
+from star.travel.sandbox_index import index_for
 
 MODES = ("official", "strict")
 RULE_OF = {
@@ -578,12 +574,12 @@ def test_state_trip_to_washington_visits_the_state(real_sandbox):
 
 
 def test_city_sequence_rules():
-    from star.travel.evaluate import _valid_sequence
+    from star.travel.commonsense import valid_sequence
 
-    assert _valid_sequence(list("ABBA")) and _valid_sequence(list("ABBBA")) and _valid_sequence(list("ABBCCA"))
-    assert not _valid_sequence(list("ABA"))  # a stay in the middle is one entry long
-    assert not _valid_sequence(list("ABBCCBBA"))  # B is visited twice
-    assert not _valid_sequence(list("ABBAA")) and not _valid_sequence(list("AA"))
+    assert valid_sequence(list("ABBA")) and valid_sequence(list("ABBBA")) and valid_sequence(list("ABBCCA"))
+    assert not valid_sequence(list("ABA"))  # a stay in the middle is one entry long
+    assert not valid_sequence(list("ABBCCBBA"))  # B is visited twice
+    assert not valid_sequence(list("ABBAA")) and not valid_sequence(list("AA"))
 
 
 def test_route_with_a_one_entry_stay_fails(world):

@@ -4,10 +4,12 @@ import random
 
 import pytest
 
-from star.travel.evaluate import ROOM_TYPE_OK, evaluate_plan, index_for
+from star.travel.evaluate import evaluate_plan
 from star.travel.expert import Expert, ToolFacts, parse_hotels, parse_restaurants
+from star.travel.hard import ROOM_TYPE_OK
 from star.travel.planning import Option, choose_transport
 from star.travel.query import Query
+from star.travel.sandbox_index import index_for
 from star.travel.solver import Solver
 from star.travel.specs import SynthesisSpec
 from star.travel.synthesize import Synthesizer

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from star.travel.format import format_itinerary, format_llm, format_rules, render_itinerary
+from star.travel.format import format_itinerary, format_rules, render_itinerary
 from star.travel.format_check import check_row
+from star.travel.format_llm import format_llm
 from star.travel.plan import Day, Plan
 from star.travel.query import Query
 
@@ -323,7 +324,7 @@ def test_every_real_name_round_trips(real_sandbox) -> None:
     the official evaluation strips them (get_valid_name_city in utils/func.py),
     and so does this project's evaluator.
     """
-    from star.travel.evaluate import _name_city
+    from star.travel.plan_text import name_city
 
     cities = sorted(set(real_sandbox.cities["city"]))
     queries: dict[tuple[str, str], Query] = {}
@@ -353,7 +354,7 @@ def test_every_real_name_round_trips(real_sandbox) -> None:
                 if got != want:
                     failures.append((kind, layout, name, text, got))
             # The evaluator reads back the database name and city.
-            assert _name_city(want.removesuffix(";"), True) == (name.strip(), city)
+            assert name_city(want.removesuffix(";"), True) == (name.strip(), city)
     assert checked > 19_000
     assert not failures, f"{len(failures)} of {3 * checked} round trips differ, e.g. {failures[:3]}"
 

@@ -3,7 +3,7 @@ from types import SimpleNamespace
 import pytest
 from pydantic import ValidationError
 
-from star.agent.backends import TransformersBackend
+from star.agent.hf_backend import TransformersBackend
 from star.agent.rollout import RolloutLimits
 from star.config import GRPOStageParams
 from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
@@ -11,10 +11,10 @@ from star.train.grpo import EpisodeRunner, episode_end, train_grpo, zero_varianc
 from star.train.grpo_params import GRPOParams, ProcessRewards
 from star.train.process import process_reward
 from star.travel.distill import ExpertTeacher, run_episode
-from star.travel.evaluate import index_for
 from star.travel.expert import Expert
 from star.travel.play import play
 from star.travel.rewards import Scorer
+from star.travel.sandbox_index import index_for
 from star.travel.specs import SynthesisSpec
 from star.travel.synthesize import Synthesizer
 from star.travel.synthetic import entity_names

@@ -97,7 +97,7 @@ def teacher(base_url: str, retries: int) -> str | None:
 
 
 def formatter(base_url: str, retries: int) -> str | None:
-    from star.travel.format import format_llm
+    from star.travel.format_llm import format_llm
 
     plan = format_llm("Day 1: Brint", None, base_url=base_url, model="m", api_key_env=KEY_ENV, timeout=5.0, retries=retries)
     assert plan.delivered == (plan.error is None)
@@ -106,7 +106,7 @@ def formatter(base_url: str, retries: int) -> str | None:
 
 def backend(base_url: str, retries: int) -> str | None:
     from star.agent import Prompt
-    from star.agent.backends import OpenAIBackend
+    from star.agent.openai_backend import OpenAIBackend
 
     try:
         OpenAIBackend(base_url, "m", api_key_env=KEY_ENV, timeout=5.0, retries=retries).generate([Prompt([1], [{"role": "user", "content": "hi"}])], 16)

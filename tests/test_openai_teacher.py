@@ -25,7 +25,6 @@ from star.env.parse import parse_action
 from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
 from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.env import TravelEnv
-from star.travel.evaluate import index_for
 from star.travel.expert import Expert
 from star.travel.openai_teacher import (
     OpenAITeacher,
@@ -34,6 +33,7 @@ from star.travel.openai_teacher import (
     reply_text,
     to_api_messages,
 )
+from star.travel.sandbox_index import index_for
 from star.travel.specs import SynthesisSpec
 from star.travel.synthesize import Synthesizer
 from star.travel.synthetic import entity_names

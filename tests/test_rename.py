@@ -9,12 +9,13 @@ import pytest
 from star.env.parse import parse_action
 from star.train.filtering import select
 from star.travel.distill import ExpertTeacher, run_episode
-from star.travel.evaluate import evaluate_plan, index_for
+from star.travel.evaluate import evaluate_plan
 from star.travel.expert import Expert
 from star.travel.format import format_rules
 from star.travel.query import Query
 from star.travel.rename import Vocabulary, draw_renaming, rename_messages, rename_text, rename_value, rename_world
 from star.travel.sandbox import Sandbox
+from star.travel.sandbox_index import index_for
 from star.travel.specs import SynthesisSpec
 from star.travel.synthesize import Synthesizer
 from star.travel.tools import TravelTools

@@ -53,7 +53,7 @@ def call_teacher(base_url: str, timeout: float) -> Any:
 
 
 def call_formatter(base_url: str, timeout: float) -> Any:
-    from star.travel.format import format_llm
+    from star.travel.format_llm import format_llm
 
     plan = format_llm("Day 1: Brint", None, base_url=base_url, model="m", api_key_env=KEY_ENV, timeout=timeout, retries=2, backoff=0.01)
     assert plan.delivered, plan.error
@@ -62,7 +62,7 @@ def call_formatter(base_url: str, timeout: float) -> Any:
 
 def call_backend(base_url: str, timeout: float) -> Any:
     from star.agent import Prompt
-    from star.agent.backends import OpenAIBackend
+    from star.agent.openai_backend import OpenAIBackend
 
     backend = OpenAIBackend(base_url, "m", api_key_env=KEY_ENV, timeout=timeout, retries=1)
     return backend.generate([Prompt([1], [{"role": "user", "content": "hi"}])], 16)[0].text

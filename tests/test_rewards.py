@@ -1,6 +1,8 @@
 import pytest
 
-from star.travel.evaluate import COMMONSENSE, HARD, PlanEvaluation
+from star.travel.commonsense import COMMONSENSE
+from star.travel.evaluate import PlanEvaluation
+from star.travel.hard import HARD
 from star.travel.rewards import (
     CURRICULUM,
     MACRO,

@@ -21,14 +21,14 @@ from star.agent import (
     make_backend,
     run_episodes,
 )
-from star.agent.backends import end_of_turn
+from star.agent.backend import end_of_turn
 from star.env.faults import FAULTS
 from star.env.teacher import hash_seed
 from star.models.tiny import build_model, corpus_from_trajectories, train_tokenizer
 from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.env import TravelEnv
-from star.travel.evaluate import index_for
 from star.travel.expert import Expert
+from star.travel.sandbox_index import index_for
 from star.travel.specs import SynthesisSpec
 from star.travel.synthesize import Synthesizer
 from star.travel.synthetic import entity_names

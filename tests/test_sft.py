@@ -12,8 +12,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
 from star.train.sft import MetricsCallback, SFTParams, count_tokens, make_trainer, train_sft
 from star.travel.distill import ExpertTeacher, run_episode
-from star.travel.evaluate import index_for
 from star.travel.expert import Expert
+from star.travel.sandbox_index import index_for
 from star.travel.specs import SynthesisSpec
 from star.travel.synthesize import Synthesizer
 from star.travel.synthetic import entity_names

@@ -4,8 +4,9 @@ import re
 import pytest
 
 from star.train.filtering import quotas
-from star.travel.evaluate import evaluate_plan, index_for
+from star.travel.evaluate import evaluate_plan
 from star.travel.expert import Expert, parse_hotels, parse_restaurants, run_on_tools
+from star.travel.sandbox_index import index_for
 from star.travel.specs import SynthesisSpec
 from star.travel.synthesize import Synthesizer
 from star.travel.tools import TravelTools

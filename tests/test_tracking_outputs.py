@@ -37,8 +37,8 @@ def root(tmp_path, monkeypatch):
 def travel(tmp_path_factory, synthetic_sandbox):
     """A saved world, six test queries, and the expert's episodes on them with tool faults."""
     from star.travel.distill import ExpertTeacher, run_episode
-    from star.travel.evaluate import index_for
     from star.travel.expert import Expert
+    from star.travel.sandbox_index import index_for
     from star.travel.specs import SynthesisSpec
     from star.travel.synthesize import Synthesizer
     from star.travel.tools import TravelTools

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from star.agent.backends import Generation, Prompt
+from star.agent.backend import Generation, Prompt
 from star.agent.rollout import RolloutLimits, Trajectory, run_episodes
 from star.env.core import ToolEnv
 

@@ -35,7 +35,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm.auto import tqdm
 
-from star.agent.backends import Backend, BackendError, Generation, Prompt, end_of_turn
+from star.agent.backend import Backend, BackendError, Generation, Prompt, end_of_turn
 from star.env.core import ToolEnv
 
 STOP_STRINGS = ("</tool_call>", "</answer>")

@@ -281,7 +281,7 @@ def train_grpo(
     from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOTrainer
 
-    from star.agent.backends import TransformersBackend
+    from star.agent.hf_backend import TransformersBackend
     from star.agent.policy import play_tasks
     from star.agent.rollout import RolloutLimits
     from star.io import atomic_dir, write_json

@@ -15,10 +15,11 @@ from typing import Any
 from star.env.core import arguments_json, tool_errors
 from star.env.teacher import Teacher, answer_text, hash_seed, tool_call_text
 from star.travel.env import TravelEnv
-from star.travel.evaluate import SandboxIndex, evaluate_plan
+from star.travel.evaluate import evaluate_plan
 from star.travel.expert import Expert
 from star.travel.format import format_rules
 from star.travel.query import Query
+from star.travel.sandbox_index import SandboxIndex
 from star.travel.tools import TravelTools
 
 

@@ -14,8 +14,8 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from star.travel.evaluate import HOUSE_RULE_TEXT, ROOM_TYPE_OK
 from star.travel.format import render_itinerary
+from star.travel.hard import HOUSE_RULE_TEXT, ROOM_TYPE_OK
 from star.travel.plan import Day, Plan
 from star.travel.query import Query
 

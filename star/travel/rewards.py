@@ -27,9 +27,10 @@ from typing import Any
 
 from star.train.grpo_params import GRPOParams
 from star.train.process import call_breakdown, process_reward
-from star.travel.evaluate import PlanEvaluation, SandboxIndex, evaluate_plan
+from star.travel.evaluate import PlanEvaluation, evaluate_plan
 from star.travel.format import format_rules
 from star.travel.query import Query
+from star.travel.sandbox_index import SandboxIndex
 
 SUM = "sum"
 MACRO = "macro"

@@ -11,10 +11,10 @@ from __future__ import annotations
 import random
 from collections.abc import Generator
 
-from star.travel.evaluate import index_for
 from star.travel.planning import Answer, Option, Planner, give_up
 from star.travel.query import Query
 from star.travel.sandbox import Sandbox
+from star.travel.sandbox_index import index_for
 from star.travel.search import MAX_ROUTES, Search, city_order, drive_options
 from star.travel.tools import TravelTools
 

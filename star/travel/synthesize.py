@@ -18,11 +18,12 @@ from collections import Counter
 from datetime import date, timedelta
 
 from star.train.filtering import quotas
-from star.travel.evaluate import evaluate_plan, index_for
+from star.travel.evaluate import evaluate_plan
 from star.travel.expert import Expert, run_on_tools
 from star.travel.planning import Answer
 from star.travel.query import Query
 from star.travel.sandbox import CUISINES, Sandbox
+from star.travel.sandbox_index import index_for
 from star.travel.solver import Solver
 from star.travel.specs import SynthesisSpec
 from star.travel.tools import TravelTools

@@ -21,7 +21,7 @@ from functools import lru_cache
 import polars as pl
 
 from star.env.core import Tool, ToolError, ToolResult
-from star.travel.evaluate import HOUSE_RULE_TEXT, ROOM_TYPE_OK
+from star.travel.hard import HOUSE_RULE_TEXT, ROOM_TYPE_OK
 from star.travel.sandbox import Sandbox
 
 _PAREN = re.compile(r"\(.*$")
