@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from star.plots import pyplot, save_png
+from star.plots import grouped_bars
 
 ROLES = {
     "qa_teacher": "expert (reference)",
@@ -49,20 +49,9 @@ def markdown_table(results: dict[str, dict[str, float]]) -> str:
 
 def plot_em(results: dict[str, dict[str, float]], path: str | Path) -> None:
     """Bars: EM and F1 for each policy."""
-    plt = pyplot()
     policies = ordered(results)
-    fig, ax = plt.subplots(figsize=(8, 3.5))
-    xs = range(len(policies))
-    for offset, metric in ((-0.2, "em"), (0.2, "f1")):
-        bars = ax.bar([x + offset for x in xs], [100 * results[p].get(metric, 0) for p in policies], 0.4, label=metric.upper())
-        ax.bar_label(bars, fmt="%.0f", fontsize=7)
-    ax.set_xticks(list(xs), policies, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("%")
-    ax.set_ylim(0, 105)
-    ax.set_title("Multi-hop QA on the held-out questions")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_png(fig, path)
+    series = {m.upper(): [results[p].get(m, 0) for p in policies] for m in ("em", "f1")}
+    grouped_bars(policies, series, path, ylabel="%", title="Multi-hop QA on the held-out questions", figsize=(8, 3.5), rotate=True)
 
 
 def item_scores(trajectories_path: str | Path) -> dict[int, float]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from star.plots import pyplot, save_png
+from star.plots import grouped_bars
 from star.travel.arguments import SLOTS
-from star.travel.evaluate import METRICS
+from star.travel.metrics import METRICS
 
 # teacher is the upper reference, base the lower one
 POLICY_ORDER = ("teacher", "grpo", "sft", "base")
@@ -65,22 +65,9 @@ def arguments_table(arguments: dict[str, dict[str, float]]) -> str:
 
 def plot_pass_rates(results: dict[str, dict[str, float]], path: str | Path) -> None:
     """Grouped bars: final pass rate per level (and overall) for each policy."""
-    plt = pyplot()
-    policies = ordered(results)
     scopes = ["overall", *LEVELS]
-    width = 0.8 / max(len(policies), 1)
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    for i, policy in enumerate(policies):
-        values = [100 * results[policy].get("final_pass_rate" if s == "overall" else f"{s}/final_pass_rate", 0.0) for s in scopes]
-        bars = ax.bar([x + i * width for x in range(len(scopes))], values, width, label=policy)
-        ax.bar_label(bars, fmt="%.0f", fontsize=7)
-    ax.set_xticks([x + width * (len(policies) - 1) / 2 for x in range(len(scopes))], scopes)
-    ax.set_ylabel("final pass rate (%)")
-    ax.set_ylim(0, 105)
-    ax.set_title("TravelPlanner final pass rate by level")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_png(fig, path)
+    series = {p: [results[p].get("final_pass_rate" if s == "overall" else f"{s}/final_pass_rate", 0.0) for s in scopes] for p in ordered(results)}
+    grouped_bars(scopes, series, path, ylabel="final pass rate (%)", title="TravelPlanner final pass rate by level")
 
 
 def item_scores(rows_path: str | Path) -> dict[int, float]:
