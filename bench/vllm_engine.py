@@ -19,7 +19,7 @@ call, a short warm-up, is not counted either.
 Run with another interpreter that lacks vLLM, it runs itself again with
 .venv-vllm's, or exits with an error when there is none.
 
-Usage: python bench/vllm.py [--model tiny|smollm2|DIR] [--prompts 32] [--new-tokens 64] [--dtype float32] [--eager]
+Usage: python bench/vllm_engine.py [--model tiny|smollm2|DIR] [--prompts 32] [--new-tokens 64] [--dtype float32] [--eager]
 The last line printed is one JSON object.
 """
 
@@ -27,17 +27,14 @@ import os
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+ROOT = Path(__file__).resolve().parent.parent
 VENV_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
-# This file is named vllm.py: keep its folder off the path, or `import vllm` would import it.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 
 import importlib.util  # noqa: E402
 
 if importlib.util.find_spec("vllm") is None:
     if not VENV_PYTHON.is_file():
-        raise SystemExit(f"bench/vllm.py: vLLM is not installed here and there is no {VENV_PYTHON}: build it with `make vllm`")
+        raise SystemExit(f"bench/vllm_engine.py: vLLM is not installed here and there is no {VENV_PYTHON}: build it with `make vllm`")
     os.execv(VENV_PYTHON, [str(VENV_PYTHON), __file__, *sys.argv[1:]])
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
