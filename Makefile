@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup vllm repro test test-fast bench micro smollm2 long travelplanner ablate report gpu-wheels
+.PHONY: setup vllm chromium repro test test-fast bench micro smollm2 long travelplanner ablate report gpu-wheels
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -34,10 +34,16 @@ vllm: $(VLLM_VENV)/.installed
 repro: setup
 	@dvc status -q >/dev/null 2>&1 && echo "Everything is up to date (dvc status)." || python -m flows.serve dvc repro
 
+# tests/test_mlflow_ui.py drives the MLflow UI in Debian's headless Chromium (packages chromium, chromium-driver).
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+chromium:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
+
 # tests/test_vllm.py runs vLLM for real in .venv-vllm, so the full suite builds it too; the two venvs
 # install side by side, and the tests run in two processes (pytest-xdist), each pipeline run in its own.
 test:
-	$(MAKE) -j2 setup vllm
+	$(MAKE) -j3 setup vllm chromium
 	ruff check star flows stages tests bench
 	pytest -q -n 2 --dist loadscope --no-loadscope-reorder --durations=25
 
