@@ -63,7 +63,7 @@ micro: setup
 smollm2: setup
 	python -m flows.serve dvc exp run $$(python -m stages.profile params.micro.yaml params.smollm2.yaml)
 
-# The 3/5/7-day trip mix (params.long.yaml) as a DVC experiment (about 45 minutes on 2 CPU cores).
+# The 3/5/7-day trip mix (params.long.yaml) as a DVC experiment (over an hour on 2 CPU cores: SFT 30 minutes, GRPO about 33).
 long: setup
 	python -m flows.serve dvc exp run $$(python -m stages.profile params.long.yaml)
 
