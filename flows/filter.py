@@ -3,7 +3,6 @@ optionally follow each with renamed copies."""
 
 from __future__ import annotations
 
-import json
 import random
 from collections import Counter
 from collections.abc import Callable
@@ -13,9 +12,9 @@ from prefect import flow
 
 from flows.tasks import task
 from star.config import FilterParams, ModelParams
-from star.io import atomic_dir, read_jsonl, write_json
+from star.io import read_jsonl
 from star.models.base import model_source
-from star.train.filtering import select
+from star.train.filtering import chat_token_counter, select, write_selection
 from star.travel.rename import Vocabulary, renamed_copies
 from star.travel.sandbox import Sandbox
 
@@ -44,15 +43,7 @@ def with_renamed_copies(
 def select_trajectories(
     filter: FilterParams, model: ModelParams, trajectories: Path, base: Path, world: Path
 ) -> tuple[list[dict], dict]:
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model_source(base))
-
-    def count_tokens(row: dict) -> int:
-        tools = json.loads(row["tools"]) if model.tool_schemas else None
-        ids = tokenizer.apply_chat_template(row["messages"], tools=tools, tokenize=True, return_dict=False)
-        return len(ids)
-
+    count_tokens = chat_token_counter(model_source(base), model.tool_schemas)
     kept, stats = select(
         read_jsonl(trajectories),
         require=filter.require,
@@ -67,15 +58,7 @@ def select_trajectories(
     return kept, dict(stats)
 
 
-@task
-def save_selection(kept: list[dict], stats: dict, out: Path) -> dict[str, float]:
-    with atomic_dir(out) as tmp:
-        with open(tmp / "train.jsonl", "w") as f:
-            for row in kept:
-                f.write(json.dumps(row, sort_keys=True) + "\n")
-        write_json(tmp / "stats.json", stats)
-    tokens = [r["tokens"] for r in kept]
-    return {**stats, "mean_tokens": sum(tokens) / max(len(tokens), 1), "max_tokens": max(tokens, default=0)}
+save_selection = task(write_selection)
 
 
 @flow(name="filter")

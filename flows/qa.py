@@ -155,34 +155,20 @@ def qa_base_flow(model: ModelParams, corpus: Path, trajectories: Path, out: Path
 
 @flow(name="qa_filter")
 def qa_filter_flow(qa: QAParams, model: ModelParams, trajectories: Path, base: Path, out: Path) -> dict[str, float]:
-    from transformers import AutoTokenizer
-
     from star.models.base import model_source
-    from star.train.filtering import select
-
-    tokenizer = AutoTokenizer.from_pretrained(model_source(base))
-
-    def count_tokens(row: dict) -> int:
-        tools = json.loads(row["tools"]) if model.tool_schemas else None
-        return len(tokenizer.apply_chat_template(row["messages"], tools=tools, tokenize=True, return_dict=False))
+    from star.train.filtering import chat_token_counter, select, write_selection
 
     kept, stats = select(
         read_jsonl(trajectories / "trajectories.jsonl"),
         require="final",
         judge=lambda row: bool(row["success"]),
         max_tokens=qa.filter.max_tokens,
-        count_tokens=count_tokens,
+        count_tokens=chat_token_counter(model_source(base), model.tool_schemas),
         size=qa.filter.size,
         levels=qa.filter.levels,
         seed=qa.filter.seed,
     )
-    with atomic_dir(out) as tmp:
-        with open(tmp / "train.jsonl", "w") as f:
-            for row in kept:
-                f.write(json.dumps(row, sort_keys=True) + "\n")
-        write_json(tmp / "stats.json", dict(stats))
-    tokens = [r["tokens"] for r in kept]
-    return {**stats, "mean_tokens": sum(tokens) / max(len(tokens), 1), "max_tokens": max(tokens, default=0)}
+    return write_selection(kept, dict(stats), out)
 
 
 @flow(name="qa_grpo")

@@ -13,6 +13,9 @@ import json
 import random
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
+
+from star.io import atomic_dir, write_json
 
 BAD_CALLS = ("invalid", "unknown_tool")
 
@@ -96,3 +99,28 @@ def select(
     kept.sort(key=lambda r: (r["query_id"], r["sample"]))
     stats["kept"] = len(kept)
     return kept, stats
+
+
+def chat_token_counter(model_dir: str, tool_schemas: bool) -> Callable[[dict], int]:
+    """The length of a trajectory row in tokens, as SFT renders it with the model's chat
+    template (its tools' JSON schemas in the prompt when `tool_schemas`)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+
+    def count_tokens(row: dict) -> int:
+        tools = json.loads(row["tools"]) if tool_schemas else None
+        return len(tokenizer.apply_chat_template(row["messages"], tools=tools, tokenize=True, return_dict=False))
+
+    return count_tokens
+
+
+def write_selection(kept: list[dict], stats: dict, out: Path) -> dict[str, float]:
+    """Write the SFT set to out/train.jsonl and its counts to out/stats.json, atomically; its metrics."""
+    with atomic_dir(out) as tmp:
+        with open(tmp / "train.jsonl", "w") as f:
+            for row in kept:
+                f.write(json.dumps(row, sort_keys=True) + "\n")
+        write_json(tmp / "stats.json", stats)
+    tokens = [r["tokens"] for r in kept]
+    return {**stats, "mean_tokens": sum(tokens) / max(len(tokens), 1), "max_tokens": max(tokens, default=0)}
