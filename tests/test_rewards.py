@@ -5,12 +5,10 @@ from star.travel.evaluate import PlanEvaluation
 from star.travel.hard import HARD
 from star.travel.rewards import (
     CURRICULUM,
-    GATED,
     MACRO,
     SUCCESS,
     SUM,
     curriculum_kind,
-    gated_reward,
     macro_reward,
     outcome_reward,
     success_reward,
@@ -51,18 +49,7 @@ def test_macro_and_success():
     assert [success_reward(e) for e in (PERFECT, PARTIAL, HARD_ONLY_FAILS, UNGATED)] == [1.0, 0.0, 0.0, 0.0]
 
 
-def test_gated_drops_commonsense_when_a_hard_constraint_fails():
-    assert gated_reward(PERFECT) == 1.0 == sum_reward(PERFECT)
-    # all hard constraints pass: the same as SUM
-    assert gated_reward(evaluation(cs_fail=("diverse_restaurants",))) == sum_reward(evaluation(cs_fail=("diverse_restaurants",)))
-    # transportation and room type broken: only hard_micro is left, not the two commonsense terms
-    assert gated_reward(TWO_OF_FIVE_FAIL) == pytest.approx((3 / 5) / 5)
-    assert sum_reward(TWO_OF_FIVE_FAIL) - gated_reward(TWO_OF_FIVE_FAIL) == pytest.approx(2 / 5)
-    assert gated_reward(PARTIAL) == pytest.approx((1 / 2) / 5)
-    assert gated_reward(UNGATED) == 0.0
-
-
-@pytest.mark.parametrize("kind", [SUM, GATED, MACRO, SUCCESS, CURRICULUM])
+@pytest.mark.parametrize("kind", [SUM, MACRO, SUCCESS, CURRICULUM])
 def test_format_error_or_no_plan_gets_zero(kind):
     assert outcome_reward(kind, None) == 0.0
     assert outcome_reward(kind, evaluation(delivered=False)) == 0.0

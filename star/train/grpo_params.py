@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-RewardKind = Literal["SUM", "GATED", "MACRO", "SUCCESS", "CURRICULUM"]
+RewardKind = Literal["SUM", "MACRO", "SUCCESS", "CURRICULUM"]
 
 
 class ProcessRewards(BaseModel):
@@ -30,7 +30,7 @@ class GRPOParams(BaseModel):
         "dapo", description="grpo | dapo (dynamic sampling + DAPO loss) | arpo (adaptive branching from the least certain turn)"
     )
     reward: RewardKind = Field(
-        "SUM", description="outcome reward: SUM | GATED (SUM, commonsense counted only when every hard constraint passes) | MACRO | SUCCESS | CURRICULUM (SUM until switch_at, then SUCCESS)"
+        "SUM", description="outcome reward: SUM | MACRO | SUCCESS | CURRICULUM (SUM until switch_at, then SUCCESS)"
     )
     switch_at: float | int = Field(0.5, description="CURRICULUM: the step (int) or fraction of the steps (float) where SUM turns into SUCCESS")
     process: ProcessRewards = Field(default_factory=ProcessRewards, description="Agent-R1 process rewards added to the outcome reward")

@@ -11,11 +11,6 @@ Let e be the `PlanEvaluation` of the plan a trajectory delivered, in any mode:
     success   = 1 if the plan passes everything (final pass) else 0
 
     SUM       = (cs_micro + cs_macro + hard_micro + hard_macro + success) / 5
-    GATED     = SUM with the commonsense parts counted only when every hard
-                constraint passes: (hard_micro + hard_macro
-                + hard_macro * (cs_micro + cs_macro) + success) / 5.
-                A plan that breaks a hard rule (drives where the user will
-                not) cannot buy reward back with easy commonsense passes.
     MACRO     = (cs_macro + hard_macro) / 2
     SUCCESS   = success
     CURRICULUM(step) = SUM while step < switch, SUCCESS from then on, where
@@ -38,11 +33,10 @@ from star.travel.query import Query
 from star.travel.sandbox_index import SandboxIndex
 
 SUM = "sum"
-GATED = "gated"
 MACRO = "macro"
 SUCCESS = "success"
 CURRICULUM = "curriculum"
-KINDS = (SUM, GATED, MACRO, SUCCESS, CURRICULUM)
+KINDS = (SUM, MACRO, SUCCESS, CURRICULUM)
 
 
 def _usable(evaluation: PlanEvaluation | None) -> bool:
@@ -56,15 +50,6 @@ def sum_reward(evaluation: PlanEvaluation | None) -> float:
     e = evaluation
     parts = (e.commonsense_micro, float(e.commonsense_pass), e.hard_micro, float(e.hard_pass), float(e.final_pass))
     return sum(parts) / len(parts)
-
-
-def gated_reward(evaluation: PlanEvaluation | None) -> float:
-    """SUM whose commonsense parts count only when all hard constraints pass."""
-    if not _usable(evaluation):
-        return 0.0
-    e = evaluation
-    hard = float(e.hard_pass)
-    return (e.hard_micro + hard + hard * (e.commonsense_micro + float(e.commonsense_pass)) + float(e.final_pass)) / 5
 
 
 def macro_reward(evaluation: PlanEvaluation | None) -> float:
@@ -108,8 +93,6 @@ def outcome_reward(
         kind = curriculum_kind(step, total_steps, switch_at)
     if kind == SUM:
         return sum_reward(evaluation)
-    if kind == GATED:
-        return gated_reward(evaluation)
     if kind == MACRO:
         return macro_reward(evaluation)
     if kind == SUCCESS:
