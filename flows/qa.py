@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 
 from prefect import flow
 
-from flows.tasks import task
 from star.config import EnvParams, GRPOStageParams, InferParams, ModelParams, QAParams, RunnerParams
 from star.io import atomic_dir, content_digest, read_jsonl, write_json
 from star.qa.data import Question, load_questions, save_passages, save_questions
@@ -202,8 +201,8 @@ def qa_grpo_flow(
     return metrics
 
 
-@task
-def play_policy(infer: InferParams, qa: QAParams, model: ModelParams, policy: str, corpus: Path, questions: list[Question], model_dir: Path | None) -> list[dict]:
+def play_policy_chunk(items: list[Question], first: int, infer: InferParams, qa: QAParams, model: ModelParams, policy: str, corpus: Path, model_dir: Path | None) -> list[dict]:
+    """One task: a chunk of questions played by `policy`; a model loads once per task."""
     from flows.infer import load_policy
     from star.agent.policy import play_tasks
     from star.agent.rollout import RolloutLimits
@@ -212,7 +211,7 @@ def play_policy(infer: InferParams, qa: QAParams, model: ModelParams, policy: st
 
     tools = _tools(qa, corpus)
     if policy == "qa_teacher":  # the reference: the expert without deliberate mistakes
-        return [run_episode(QAExpert(0.0), tools, q, 0, seed=qa.teacher.seed, max_turns=qa.max_turns) for q in questions]
+        return [run_episode(QAExpert(0.0), tools, q, 0, seed=qa.teacher.seed, max_turns=qa.max_turns) for q in items]
 
     def make_env(question: Question, seed: int):
         return NaiveRAGEnv(tools) if policy == "naive_rag" else QAEnv(tools, max_turns=qa.max_turns)
@@ -221,23 +220,39 @@ def play_policy(infer: InferParams, qa: QAParams, model: ModelParams, policy: st
     limits = RolloutLimits(max_turns=min(infer.max_turns, qa.max_turns), max_new_tokens=infer.max_new_tokens, max_total_tokens=infer.max_total_tokens, max_invalid_turns=infer.max_invalid_turns)
     # base_tool_call: the model's native function calling, its tools' JSON schemas in the prompt.
     schemas = model.tool_schemas or policy == "base_tool_call"
-    played = play_tasks(backend, tokenizer, make_env, questions, limits, batch_size=infer.batch_size, seed=infer.seed, tools_in_prompt=schemas)
+    played = play_tasks(backend, tokenizer, make_env, items, limits, batch_size=infer.batch_size, seed=infer.seed, tools_in_prompt=schemas)
     return [trajectory_row(env, q, policy, 0) for q, env, _ in played]
 
 
 @flow(name="qa_infer")
-def qa_infer_flow(
-    infer: InferParams, qa: QAParams, model: ModelParams, policy: str, corpus: Path, questions: Path, model_dir: Path | None, out: Path, report: Path
+def _qa_infer(
+    infer: InferParams, qa: QAParams, model: ModelParams, policy: str, corpus: Path, questions: Path, model_dir: Path | None, out: Path, report: Path, store: Path, size: int | None
 ) -> dict[str, float]:
-    """Play the policy on the questions, then score it: EM/F1 are cheap, so one stage does both."""
-    from flows.infer import save_rows
+    from flows.fanout import fan_out, forget
+    from flows.infer import model_fingerprint, save_rows
     from star.qa.evaluate import aggregate
 
-    rows = play_policy(infer, qa, model, policy, corpus, load_questions(questions), model_dir)
+    items = load_questions(questions)
+    inputs = (corpus, questions) + ((model_dir,) if model_dir else ())
+    fingerprint = model_fingerprint(infer, qa, model, policy, inputs=inputs)
+    shared = dict(infer=infer, qa=qa, model=model, policy=policy, corpus=corpus, model_dir=model_dir)
+    rows = fan_out(play_policy_chunk, items, size or max(len(items), 1), fingerprint, store, desc=f"qa_infer {policy}", **shared)
     metrics = save_rows(rows, out)
+    forget(store)
     log_episode_traces(rows)  # the first episodes, to browse in MLflow's Traces tab
     summary = aggregate(rows)
     flat = {k: v for k, v in summary.items() if isinstance(v, (int, float))}
     write_json(report / "summary.json", summary)
     write_json(report / "metrics.json", flat)
     return {**metrics, **flat}
+
+
+def qa_infer_flow(
+    infer: InferParams, qa: QAParams, model: ModelParams, runner: RunnerParams, policy: str, corpus: Path, questions: Path, model_dir: Path | None, out: Path, report: Path, progress_dir: Path
+) -> dict[str, float]:
+    """Play the policy on the questions, then score it (EM/F1 are cheap, so one stage does both), under
+    the task runner of `runner`; finished chunks wait in progress_dir/qa_infer_POLICY."""
+    from flows.fanout import under
+
+    flow_ = under(_qa_infer, runner, threads=1)
+    return flow_(infer, qa, model, policy, corpus, questions, model_dir, out, report, progress_dir / f"qa_infer_{policy}", runner.episodes_per_task)

@@ -10,4 +10,7 @@ if __name__ == "__main__":
     if policy == "teacher":
         run_stage("infer_teacher", ["teacher", "env"], infer_teacher_flow, **common)
     else:
-        run_stage(f"infer@{policy}", ["infer", "env", "model"], infer_flow, policy=policy, model_dir=Path(f"models/{policy}"), **common)
+        run_stage(
+            f"infer@{policy}", ["infer", "env", "model", "runner"], infer_flow,
+            policy=policy, model_dir=Path(f"models/{policy}"), progress_dir=Path("data/.progress"), **common,
+        )

@@ -48,9 +48,9 @@ if __name__ == "__main__":
         )
     elif stage == "infer":
         run_stage(
-            "qa_infer_teacher" if policy == "qa_teacher" else f"qa_infer@{policy}", ["infer", "qa", "model"], qa.qa_infer_flow,
+            "qa_infer_teacher" if policy == "qa_teacher" else f"qa_infer@{policy}", ["infer", "qa", "model", "runner"], qa.qa_infer_flow,
             policy=policy, corpus=CORPUS, questions=QUESTIONS / "test.jsonl", model_dir=Path(MODELS[policy]) if policy in MODELS else None,
-            out=Path(f"data/qa/infer/{policy}"), report=Path(f"reports/qa/{policy}"),
+            out=Path(f"data/qa/infer/{policy}"), report=Path(f"reports/qa/{policy}"), progress_dir=Path("data/.progress"),
         )
     else:
         sys.exit(f"error: unknown QA stage {stage!r}")

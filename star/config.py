@@ -75,7 +75,8 @@ class TeacherParams(Section):
 
 
 class RunnerParams(Section):
-    """Where distillation's episodes run (distill, qa_distill): a Prefect task runner. The output does not depend on it."""
+    """Where the episodes of distill, infer, qa_distill and qa_infer run: a Prefect task runner. A cluster's nodes must see
+    the project's data and models at the same paths. The expert's rows do not depend on it."""
 
     kind: Literal["threads", "ray", "dask"] = Field(
         "threads",
@@ -88,7 +89,10 @@ class RunnerParams(Section):
         " | null: a temporary local cluster for the stage (dask: 2 worker processes of 1 thread)",
     )
     episodes_per_task: int | None = Field(
-        None, ge=1, description="episodes in one Prefect task, the unit of retry and resume; null: 1 for the OpenAI teacher, 200 for the scripted experts"
+        None,
+        ge=1,
+        description="episodes in one Prefect task, the unit of retry and resume; null: 1 for the OpenAI teacher, 200 for the scripted experts,"
+        " all queries for a model policy (it loads once per task)",
     )
 
     @model_validator(mode="after")

@@ -1,4 +1,5 @@
-"""distill's episodes as Prefect tasks: the runner knob, resume after a kill, a Ray cluster, a Dask cluster.
+"""distill's episodes as Prefect tasks: the runner knob, resume after a kill, a Ray cluster, a Dask cluster;
+and infer's, on the same Ray cluster.
 
 The flows run in subprocesses against one Prefect server, as a stage would.
 """
@@ -46,6 +47,21 @@ if args["threads"]:
     flow(teacher, env, work / "world", work / "train.jsonl", Path(args["out"]), work / "progress" / "distill", runner.episodes_per_task)
 else:
     d.distill_flow(teacher, env, runner, work / "world", work / "train.jsonl", Path(args["out"]), work / "progress")
+"""
+
+# Runs infer as the stage does: a tiny model plays the queries, under the runner in argv.
+INFER = """
+import json, sys
+from pathlib import Path
+import torch
+from flows.infer import infer_flow
+from star.config import EnvParams, InferParams, ModelParams, RunnerParams
+
+torch.set_num_threads(1)  # as a one-CPU Ray worker runs it
+args = json.loads(sys.argv[1])
+work = Path(args["work"])
+infer = InferParams(max_turns=3, max_new_tokens=24, max_total_tokens=1024, batch_size=4)
+infer_flow(infer, EnvParams(), ModelParams(), RunnerParams(**args["runner"]), "base", work / "world", work / "train.jsonl", work / "tiny", Path(args["out"]), work / "progress")
 """
 
 
@@ -181,10 +197,33 @@ def ray_up(address: str, env: dict) -> None:
     raise AssertionError(f"the Ray cluster at {address} did not come up with two nodes: {probe.stdout}{probe.stderr}")
 
 
+def infer(env: dict, work: Path, name: str, runner: dict) -> bytes:
+    out = work / name
+    proc = subprocess.run([sys.executable, "-c", INFER, json.dumps({"work": str(work), "out": str(out), "runner": runner})], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    return (out / "trajectories.jsonl").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def tiny(work, expected, synthetic_sandbox) -> Path:
+    """An untrained tiny policy whose vocabulary comes from the expert's episodes."""
+    from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
+    from star.travel.synthetic import entity_names
+
+    rows = [json.loads(line) for line in expected.decode().splitlines()]
+    corpus = corpus_from_trajectories([r["messages"] for r in rows], json.loads(rows[0]["tools"]))
+    return make_tiny(work / "tiny", corpus, entity_names(synthetic_sandbox), TinySpec(vocab_size=600, hidden_size=64, num_layers=1, num_heads=2))
+
+
 @pytest.mark.slow
-def test_distill_on_a_ray_cluster_writes_the_same_bytes(env, work, expected):
+def test_distill_and_infer_on_a_ray_cluster_write_the_same_bytes(env, work, expected, tiny):
     import shutil
     import tempfile
+
+    # infer in the stage's process: its one task (the knob's default), then chunks of SIZE queries.
+    whole = infer(env, work, "infer_whole", {})
+    assert len(whole.splitlines()) == QUERIES
+    assert infer(env, work, "infer_chunks", {"episodes_per_task": SIZE}) == whole
 
     temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # Ray's socket paths must stay short
     port = free_port()
@@ -197,6 +236,8 @@ def test_distill_on_a_ray_cluster_writes_the_same_bytes(env, work, expected):
         proc, count = driver(env, work, "ray", {"kind": "ray", "address": address, "episodes_per_task": SIZE})
         finish(proc, timeout=180)
         assert (work / "ray" / "trajectories.jsonl").read_bytes() == expected
+        # The model policy's chunks on the cluster's nodes: the same rows.
+        assert infer(env, work, "infer_ray", {"kind": "ray", "address": address, "episodes_per_task": SIZE}) == whole
     finally:
         for node in reversed(nodes):
             node.terminate()

@@ -150,16 +150,14 @@ def tiny(travel):
 def test_infer_flow_traces_the_policys_episodes(root, travel, tiny, monkeypatch, one_torch_thread):
     import flows.infer
     import star.tracking
-    from star.config import EnvParams, InferParams, ModelParams
+    from star.config import EnvParams, InferParams, ModelParams, RunnerParams
 
-    # The flow as the stage runs it, its tasks called directly.
-    monkeypatch.setattr(flows.infer, "run_model", flows.infer.run_model.fn)
-    monkeypatch.setattr(flows.infer, "save_rows", flows.infer.save_rows.fn)
+    # The flow as the stage runs it.
     monkeypatch.setattr(star.tracking, "TRACE_EPISODES", 3)
     infer = InferParams(max_turns=3, max_new_tokens=24, max_total_tokens=1024, batch_size=6)
     out = root / "infer"
     with stage_run("infer@base", {}, root) as run:
-        metrics = flows.infer.infer_flow.fn(infer, EnvParams(), ModelParams(), "base", travel["world"], travel["queries"], tiny, out)
+        metrics = flows.infer.infer_flow(infer, EnvParams(), ModelParams(), RunnerParams(), "base", travel["world"], travel["queries"], tiny, out, root / "progress")
     rows = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
     assert metrics["episodes"] == len(rows) == 6
     traces = _traces(root, run.info.run_id)
