@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup vllm chromium repro test test-fast bench micro smollm2 long travelplanner ablate report gpu-wheels
+.PHONY: setup vllm chromium allocators repro test test-fast bench micro smollm2 long travelplanner ablate report gpu-wheels
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -31,19 +31,27 @@ $(VLLM_VENV)/.installed: pyproject.toml
 vllm: $(VLLM_VENV)/.installed
 
 # Nothing changed: answer at once, without starting a Prefect server for a no-op.
-repro: setup
+repro: setup allocators
 	@dvc status -q >/dev/null 2>&1 && echo "Everything is up to date (dvc status)." || python -m flows.serve dvc repro
 
 # tests/test_mlflow_ui.py drives the MLflow UI in Debian's headless Chromium (packages chromium, chromium-driver).
+# After `allocators`: two apt-get at once would fight over dpkg's lock.
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
-chromium:
+chromium: allocators
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
+
+# Stages preload tcmalloc where it is installed (star/allocator.py; bench/allocator.py compares it with
+# glibc and jemalloc). Debian's packages, with sudo unless root; elsewhere the stages run on glibc's malloc.
+allocators:
+	@ls /usr/lib/*/libtcmalloc_minimal.so.4 /usr/lib/*/libjemalloc.so.2 >/dev/null 2>&1 || ! command -v apt-get >/dev/null || { \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libtcmalloc-minimal4 libjemalloc2 >/dev/null; } \
+	  || echo "note: tcmalloc not installed; the stages run on glibc's malloc"
 
 # tests/test_vllm.py runs vLLM for real in .venv-vllm, so the full suite builds it too; the two venvs
 # install side by side, and the tests run in two processes (pytest-xdist), each pipeline run in its own.
 test:
-	$(MAKE) -j3 setup vllm chromium
+	$(MAKE) -j3 setup vllm chromium allocators
 	ruff check star flows stages tests bench
 	pytest -q -n 2 --dist loadscope --no-loadscope-reorder --durations=25
 
