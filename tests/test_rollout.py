@@ -2,6 +2,7 @@ import importlib.util
 import json
 import math
 import os
+import random
 import socket
 import time
 
@@ -265,6 +266,28 @@ def test_stop_strings_end_the_turn(world):
     assert cut.token_ids == free.token_ids[: len(cut.token_ids)] and len(cut.token_ids) <= 12
     assert stop in tok.decode(cut.token_ids) and stop not in tok.decode(cut.token_ids[:-1])
     assert end_of_turn(tok, free.token_ids, {tok.eos_token_id}, [stop]) == (len(cut.token_ids), "stop")
+
+
+def test_stop_strings_are_found_where_decoding_every_window_finds_them(world):
+    """Decoding only at tokens that could end a stop string cuts where decoding every position cuts."""
+    tok = world["tok"]
+    rng = random.Random(0)
+    texts = ["</tool_call>", "</answer>", "Museum", "Cafe]", "ends → here", "déjà vu"]
+    for stop in (["</tool_call>", "</answer>"], ["Museum", "e]"], ["→ h"], ["à v", "</answer>"]):
+        window = max(len(s.encode()) for s in stop) + 1
+        found = 0
+        for _ in range(200):
+            ids = [rng.randrange(len(tok)) for _ in range(rng.randrange(1, 12))]
+            ids += tok.encode(" " + rng.choice(texts) + " ", add_special_tokens=False)
+            ids += [rng.randrange(len(tok)) for _ in range(rng.randrange(0, 12))]
+            expected = (len(ids), "length")
+            for j in range(len(ids)):
+                if any(s in tok.decode(ids[max(0, j + 1 - window) : j + 1], skip_special_tokens=False) for s in stop):
+                    expected = (j + 1, "stop")
+                    break
+            found += expected[1] == "stop"
+            assert end_of_turn(tok, ids, set(), stop) == expected, (stop, ids)
+        assert found > 20  # the stop strings did occur
 
 
 # -- limits ---------------------------------------------------------------------

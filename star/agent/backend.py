@@ -16,6 +16,7 @@ backends:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -72,20 +73,55 @@ def end_of_turn(tokenizer: Any, ids: Sequence[int], eos_ids: set[int], stop: Seq
     A stop string is found in a window of the last few tokens, the same test
     the stopping criterion applies while generating, so both cut at one place.
     """
-    window = stop_window(stop)
+    strings = stop_strings(tokenizer, stop)
     for j, token in enumerate(ids):
         if token in eos_ids:
             return j + 1, "eos"
-        if stop:
-            text = tokenizer.decode(ids[max(0, j + 1 - window) : j + 1], skip_special_tokens=False)
-            if any(s in text for s in stop):
-                return j + 1, "stop"
+        if stop and strings.could_end(token) and strings.completes(ids, j):
+            return j + 1, "stop"
     return len(ids), "length"
 
 
-def stop_window(stop: Sequence[str]) -> int:
-    # Every token is at least one byte, so a stop string spans at most this many tokens.
-    return max((len(s.encode()) for s in stop), default=0) + 1
+class StopStrings:
+    """Tests where a stop string completes, decoding only at tokens that could complete one.
+
+    Decoding a window of tokens at every position is most of the cost of
+    finding a stop. A token can complete an ASCII stop string only if its own
+    text holds the string's last character (an ASCII byte is never part of a
+    multi-byte character), so only those positions are decoded. Stop strings
+    with other characters are tested at every position.
+    """
+
+    def __init__(self, tokenizer: Any, stop: Sequence[str]):
+        self.tokenizer = tokenizer
+        self.stop = list(stop)
+        # Every token is at least one byte, so a stop string spans at most this many tokens.
+        self.window = max((len(s.encode()) for s in stop), default=0) + 1
+        self.ends: list[bool] | None = None  # None: any token may complete one
+        if stop and all(s.isascii() for s in stop):
+            last = {s[-1] for s in stop}
+            texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))], skip_special_tokens=False)
+            self.ends = [any(c in t for c in last) for t in texts]
+
+    def could_end(self, token: int) -> bool:
+        return self.ends is None or token >= len(self.ends) or self.ends[token]
+
+    def completes(self, ids: Sequence[int], j: int) -> bool:
+        """Whether the tokens up to and including `ids[j]` end with a stop string in their last window."""
+        text = self.tokenizer.decode(ids[max(0, j + 1 - self.window) : j + 1], skip_special_tokens=False)
+        return any(s in text for s in self.stop)
+
+
+_STOP_STRINGS: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], StopStrings]] = weakref.WeakKeyDictionary()
+
+
+def stop_strings(tokenizer: Any, stop: Sequence[str]) -> StopStrings:
+    """The StopStrings of this tokenizer and these strings, made once."""
+    per_tokenizer = _STOP_STRINGS.setdefault(tokenizer, {})
+    key = tuple(stop)
+    if key not in per_tokenizer:
+        per_tokenizer[key] = StopStrings(tokenizer, stop)
+    return per_tokenizer[key]
 
 
 def eos_token_ids(model: Any, tokenizer: Any) -> set[int]:

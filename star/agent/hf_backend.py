@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from transformers import StoppingCriteria
 
-from star.agent.backend import Generation, Prompt, end_of_turn, eos_token_ids, stop_window
+from star.agent.backend import Generation, Prompt, end_of_turn, eos_token_ids, stop_strings
 from star.agent.prefix_cache import ATTENTION, PREFIX, cache_of, common_prefix, is_growing, new_cache, register_attention
 
 
@@ -24,15 +24,16 @@ class _StopOnStrings(StoppingCriteria):
     """Per-row stopping criterion: a stop string appeared in the new tokens."""
 
     def __init__(self, tokenizer: Any, stop: Sequence[str], prompt_len: int):
-        self.tokenizer = tokenizer
-        self.stop = list(stop)
+        self.strings = stop_strings(tokenizer, stop)
         self.prompt_len = prompt_len
-        self.window = stop_window(stop)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
-        new = input_ids[:, self.prompt_len :]
-        texts = self.tokenizer.batch_decode(new[:, -self.window :], skip_special_tokens=False)
-        return torch.tensor([any(s in t for s in self.stop) for t in texts], device=input_ids.device)
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        window = input_ids[:, max(self.prompt_len, input_ids.shape[1] - self.strings.window) :]
+        for i, token in enumerate(window[:, -1].tolist()):
+            if self.strings.could_end(token):
+                done[i] = self.strings.completes(window[i].tolist(), window.shape[1] - 1)
+        return done
 
 
 @dataclass

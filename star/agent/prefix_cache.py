@@ -85,26 +85,65 @@ def _shared_prefix_attention(
     prefix_keys, prefix_values = PREFIX.get()[module.layer_idx]
     b, h, t, d = query.shape
     hkv, s, p = key.shape[1], key.shape[2], prefix_keys.shape[2]
-    g = h // hkv  # query heads per key/value head
     scale = scaling if scaling is not None else d**-0.5
+    if attention_mask is not None:
+        visible = attention_mask[:, :, :, -s:]  # (B, 1, T, S)
+        if visible.dtype != torch.bool:
+            visible = visible == 0
+    else:  # no padding: causal within the last T slots
+        visible = torch.ones((t, s), dtype=torch.bool, device=query.device).tril(s - t).expand(b, 1, t, s)
+    if t > 1:
+        return _prefill_attention(query, key, value, prefix_keys, prefix_values, visible, scale), None
+    g = h // hkv  # query heads per key/value head
     q = (query * scale).reshape(b, hkv, g * t, d)  # scaled here, the smaller tensor
     # All rows' queries against the one prefix: (1, Hkv, B*G*T, P).
     q_all = q.transpose(0, 1).reshape(1, hkv, b * g * t, d)
     prefix_scores = (q_all @ prefix_keys.transpose(-1, -2)).reshape(hkv, b, g, t, p).transpose(0, 1)
     own_scores = (q @ key.transpose(-1, -2)).reshape(b, hkv, g, t, s)
-    if attention_mask is not None:
-        visible = attention_mask[:, :, :, -s:].unsqueeze(2)  # (B, 1, 1, T, S)
-        if visible.dtype != torch.bool:
-            visible = visible == 0
-    else:  # no padding: causal within the last T slots
-        visible = torch.ones((t, s), dtype=torch.bool, device=query.device).tril(s - t)
-    own_scores = own_scores.masked_fill(~visible, float("-inf"))
+    own_scores = own_scores.masked_fill(~visible.unsqueeze(2), float("-inf"))
     # The prefix is visible to every query, so no row is fully masked.
     probs = torch.softmax(torch.cat([prefix_scores, own_scores], dim=-1).float(), dim=-1).to(value.dtype)
     prefix_probs = probs[..., :p].transpose(0, 1).reshape(1, hkv, b * g * t, p)
     out = (prefix_probs @ prefix_values).reshape(hkv, b, g * t, d).transpose(0, 1)
     out = out + probs[..., p:].reshape(b, hkv, g * t, s) @ value
     return out.reshape(b, h, t, d).transpose(1, 2).contiguous(), None
+
+
+# Rows whose copied prefix keys and values fit in about this many elements are prefilled together.
+_PREFILL_ELEMENTS = 1 << 24
+
+
+def _prefill_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    prefix_keys: torch.Tensor,
+    prefix_values: torch.Tensor,
+    visible: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Prefill of many query tokens per row: torch's fused attention, the prefix copied into each row.
+
+    A prefill runs a few times per turn, with T queries per row, so copying
+    the prefix costs little beside what the fused kernel saves over
+    materialised scores. Rows go through in chunks, to bound the copies.
+    """
+    b, h, t, d = query.shape
+    hkv, p = key.shape[1], prefix_keys.shape[2]
+    per_row = 2 * hkv * (p + key.shape[2]) * d
+    step = max(1, _PREFILL_ELEMENTS // per_row)
+    outs = []
+    for i in range(0, b, step):
+        n = min(step, b - i)
+        keys = torch.cat([prefix_keys.expand(n, -1, -1, -1), key[i : i + n]], dim=2)
+        values = torch.cat([prefix_values.expand(n, -1, -1, -1), value[i : i + n]], dim=2)
+        mask = torch.cat([visible.new_ones((n, 1, t, p)), visible[i : i + n]], dim=-1)
+        outs.append(
+            torch.nn.functional.scaled_dot_product_attention(
+                query[i : i + n], keys, values, attn_mask=mask, scale=scale, enable_gqa=hkv != h
+            )
+        )
+    return torch.cat(outs).transpose(1, 2).contiguous()
 
 
 def _materialised_sdpa_mask(*args: Any, **kwargs: Any) -> Any:
