@@ -8,7 +8,13 @@ pays for warm-up and is left out of the figures. The ratio compares the step
 with its generation alone, measured in the same steps: how much the trainer
 adds on top of the rollouts.
 
-Usage: python bench/grpo_step.py [--steps 3] [--turns 4] [--new-tokens 48] [--threads 1]
+The update's floor is its arithmetic at this machine's matmul speed, measured
+in the same run: a forward and a backward pass (3 forwards' FLOPs) over 32
+episodes the engine plays with the same limits, every token at its own
+context, at the GFLOP/s of a 1024^3 fp32 matmul. It runs on torch's default
+threads (one per core), as the GRPO stage does.
+
+Usage: python bench/grpo_step.py [--steps 3] [--turns 4] [--new-tokens 48] [--threads N]
 """
 
 import os
@@ -22,7 +28,10 @@ import tempfile
 from pathlib import Path
 
 import torch
+from common import matmul_gflops, token_flops
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from star.agent import RolloutLimits, TransformersBackend, run_episodes
 from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
 from star.train.grpo import train_grpo
 from star.train.grpo_params import GRPOParams
@@ -42,7 +51,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--new-tokens", type=int, default=48)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -63,15 +72,28 @@ def main() -> None:
             Scorer(index, params), SYSTEM_PROMPT, Path(tmp) / "out", Path(tmp) / "ckpt", curve_path=curve,
         )
         steps = list(csv.DictReader(curve.open()))[1:]  # the first step warms up
+
+        tokenizer, policy = AutoTokenizer.from_pretrained(model), AutoModelForCausalLM.from_pretrained(model)
+        envs = [TravelEnv(tools, max_turns=args.turns, seed=i) for i in range(32)]
+        limits = RolloutLimits(max_turns=args.turns, max_new_tokens=args.new_tokens, max_total_tokens=4096)
+        group = [q for q in queries[:4] for _ in range(8)]
+        episodes = run_episodes(TransformersBackend(policy.eval(), tokenizer, seed=0), tokenizer, envs, group, limits, progress=False)
+        per_token = token_flops(policy)
+        flops = 3 * sum(per_token(i) for t in episodes for i in range(len(t.token_ids)))
+    floor = flops / (matmul_gflops(1024, 1024, 1024) * 1e9)
     mean = lambda key: sum(float(s[key]) for s in steps) / len(steps)  # noqa: E731
     step, generation, scoring = mean("step_time"), mean("rollout_generation_seconds"), mean("rollout_scoring_seconds")
     tokens = mean("rollout_completion_tokens") * params.num_generations * params.queries_per_step
+    update = step - generation - scoring
     print(f"{len(steps)} steps of 32 episodes: {step:.2f} s each; generation {generation:.2f} s, scoring {scoring:.2f} s")
+    print(f"the update's arithmetic: {flops / 1e9:.0f} GFLOP, {floor:.2f} s at this machine's matmul speed")
     result = {
         "seconds_per_step": round(step, 3),
         "generation_s": round(generation, 3),
         "scoring_s": round(scoring, 3),
-        "update_s": round(step - generation - scoring, 3),
+        "update_s": round(update, 3),
+        "update_floor_s": round(floor, 3),
+        "update_over_floor": round(update / floor, 2),
         "generated_tokens_per_s": round(tokens / generation, 1),
         "step_over_generation": round(step / generation, 2),
     }

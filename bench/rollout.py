@@ -1,17 +1,25 @@
 """Generated tokens per second: the batched multi-turn engine against plain `model.generate`.
 
-Both play TravelEnv episodes with the built-in tiny model (hidden 256, 4
-layers, randomly initialised, so every turn runs to its token limit),
-sampling with a fixed seed. The engine plays all episodes at once; the
-baseline plays them one by one, re-rendering the conversation and calling
-`model.generate` with batch 1 every turn. The baseline runs on the first few
+Both play TravelEnv episodes with the built-in tiny model at the
+pipeline's default size, randomly initialised (so every turn runs to its
+token limit), sampling with a fixed seed. The engine plays all episodes at
+once; the baseline plays them one by one, re-rendering the conversation and
+calling `model.generate` with batch 1 every turn. The baseline runs on the first few
 episodes only, to keep the benchmark short; tokens per second is a rate, so
 the two compare directly.
 
-Both run on one thread by default: at this size two OpenMP threads gain
-little, and on a busy machine they stall on each other at every op.
+Both run on torch's default threads (one per core), as the pipeline's
+stages do; on a busy machine `--threads 1` is steadier.
 
-Usage: python bench/rollout.py [--episodes 32] [--baseline-episodes 6] [--turns 4] [--new-tokens 48] [--threads 1]
+The compute ceiling is measured in the same run: fp32 matmul GFLOP/s at the
+decode shape (32 rows through the MLP's first matrix) and at 1024^3, on the
+same threads, against the model's FLOPs (2 per weight of every linear layer,
+plus 4 * layers * hidden * context for attention). `ceiling_tokens_per_s`
+counts the generated tokens only; `floor_s` also counts the prompt and
+observation tokens the engine has to prefill (the shared prefix once), the
+work no engine can skip.
+
+Usage: python bench/rollout.py [--episodes 32] [--baseline-episodes 6] [--turns 4] [--new-tokens 48] [--threads N]
 """
 
 import os
@@ -21,10 +29,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import argparse
 import json
 import time
+from collections.abc import Sequence
 
 import torch
+from common import matmul_gflops, token_flops
 
-from star.agent import STOP_STRINGS, RolloutLimits, TransformersBackend, run_episodes
+from star.agent import STOP_STRINGS, RolloutLimits, Trajectory, TransformersBackend, run_episodes
+from star.agent.prefix_cache import common_prefix
 from star.models.tiny import TinySpec, build_model, corpus_from_trajectories, train_tokenizer
 from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.env import TravelEnv
@@ -45,21 +56,20 @@ def setup(episodes: int):
         run_episode(ExpertTeacher(Expert()), tools, index, q, 0, seed=0, max_turns=30, fault_rate=0.0)
         for q in queries[:30]
     ]
-    spec = TinySpec(hidden_size=256, num_layers=4)
+    spec = TinySpec()
     corpus = corpus_from_trajectories([r["messages"] for r in rows], TravelEnv(tools).tool_schemas())
     tokenizer = train_tokenizer(corpus, entity_names(world), spec.vocab_size)
     model = build_model(tokenizer, spec.hidden_size, spec.num_layers, spec.num_heads, seed=spec.seed).eval()
     return queries, tools, tokenizer, model
 
 
-def engine(queries, tools, tokenizer, model, turns: int, new_tokens: int) -> tuple[int, float]:
+def engine(queries, tools, tokenizer, model, turns: int, new_tokens: int) -> tuple[list[Trajectory], float]:
     envs = [TravelEnv(tools, max_turns=turns, seed=i) for i in range(len(queries))]
     backend = TransformersBackend(model, tokenizer, temperature=1.0, seed=0)
     limits = RolloutLimits(max_turns=turns, max_new_tokens=new_tokens, max_total_tokens=8192)
     start = time.perf_counter()
     trajectories = run_episodes(backend, tokenizer, envs, queries, limits, progress=False)
-    elapsed = time.perf_counter() - start
-    return sum(sum(t.completion_mask) for t in trajectories), elapsed
+    return trajectories, time.perf_counter() - start
 
 
 @torch.inference_mode()
@@ -71,9 +81,7 @@ def baseline(queries, tools, tokenizer, model, turns: int, new_tokens: int) -> t
         env = TravelEnv(tools, max_turns=turns, seed=i)
         env.reset(query)
         while not env.done:
-            ids = tokenizer.apply_chat_template(
-                env.history, tools=env.tool_schemas(), add_generation_prompt=True, tokenize=True, return_tensors="pt"
-            )["input_ids"]
+            ids = tokenizer.apply_chat_template(env.history, tools=env.tool_schemas(), add_generation_prompt=True, tokenize=True, return_tensors="pt")["input_ids"]
             out = model.generate(
                 ids,
                 attention_mask=torch.ones_like(ids),
@@ -92,28 +100,60 @@ def baseline(queries, tools, tokenizer, model, turns: int, new_tokens: int) -> t
     return generated, time.perf_counter() - start
 
 
+def work(model, trajectories: Sequence[Trajectory]) -> tuple[float, float]:
+    """FLOPs of (the generated tokens, every token the engine must run), each token at its own context."""
+    per_token = token_flops(model)
+    shared = len(common_prefix([t.token_ids for t in trajectories]))
+    everything, generated = float(sum(per_token(i) for i in range(shared))), 0.0
+    for t in trajectories:
+        start = len(t.prompt_ids)
+        for i in range(shared, len(t.token_ids)):
+            cost = per_token(i)
+            everything += cost
+            if i >= start and t.completion_mask[i - start]:
+                generated += cost
+    return generated, everything
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--episodes", type=int, default=32)
     parser.add_argument("--baseline-episodes", type=int, default=6)
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--new-tokens", type=int, default=48)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
     queries, tools, tokenizer, model = setup(args.episodes)
     queries = queries[: args.episodes]
-    tokens, seconds = engine(queries, tools, tokenizer, model, args.turns, args.new_tokens)
+    trajectories, seconds = engine(queries, tools, tokenizer, model, args.turns, args.new_tokens)
+    tokens = sum(sum(t.completion_mask) for t in trajectories)
     print(f"engine:   {len(queries)} episodes, {tokens} tokens in {seconds:.1f} s")
     base_queries = queries[: args.baseline_episodes]
     base_tokens, base_seconds = baseline(base_queries, tools, tokenizer, model, args.turns, args.new_tokens)
     print(f"baseline: {len(base_queries)} episodes, {base_tokens} tokens in {base_seconds:.1f} s")
     rate, base_rate = tokens / seconds, base_tokens / base_seconds
+
+    hidden = model.config.hidden_size
+    decode_gflops = matmul_gflops(args.episodes, hidden, model.config.intermediate_size)
+    large_gflops = matmul_gflops(1024, 1024, 1024)
+    generated_flops, all_flops = work(model, trajectories)
+    ceiling = tokens / (generated_flops / (decode_gflops * 1e9))
+    floor_s = all_flops / (large_gflops * 1e9)
+    print(f"matmul: {decode_gflops:.0f} GFLOP/s at decode shape, {large_gflops:.0f} at 1024^3")
+    print(f"work: {generated_flops / tokens / 1e6:.2f} MFLOP per generated token; {all_flops / 1e9:.1f} GFLOP with prefill")
     result = {
         "tokens_per_s": round(rate, 1),
         "baseline_tokens_per_s": round(base_rate, 1),
         "ratio": round(rate / base_rate, 2),
+        "decode_matmul_gflops": round(decode_gflops, 1),
+        "large_matmul_gflops": round(large_gflops, 1),
+        "ceiling_tokens_per_s": round(ceiling),
+        "percent_of_ceiling": round(100 * rate / ceiling, 1),
+        "floor_s": round(floor_s, 3),
+        "engine_s": round(seconds, 3),
+        "floor_over_engine": round(floor_s / seconds, 3),
     }
     print(json.dumps(result))
 
