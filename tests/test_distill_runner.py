@@ -1,5 +1,5 @@
 """distill's episodes as Prefect tasks: the runner knob, resume after a kill, a Ray cluster, a Dask cluster;
-and infer's, on the same Ray cluster.
+and infer's and QA inference's, on the same Ray cluster.
 
 The flows run in subprocesses against one Prefect server, as a stage would.
 """
@@ -62,6 +62,28 @@ args = json.loads(sys.argv[1])
 work = Path(args["work"])
 infer = InferParams(max_turns=3, max_new_tokens=24, max_total_tokens=1024, batch_size=4)
 infer_flow(infer, EnvParams(), ModelParams(), RunnerParams(**args["runner"]), "base", work / "world", work / "train.jsonl", work / "tiny", Path(args["out"]), work / "progress")
+"""
+
+# Runs QA inference as the stage does: the tiny model answers the questions, under the runner in argv;
+# the first call builds a small QA corpus and its questions, as qa_world and qa_synthesize do.
+QA_INFER = """
+import json, sys
+from pathlib import Path
+import torch
+from flows import qa
+from star.config import InferParams, ModelParams, QAParams, RunnerParams
+
+torch.set_num_threads(1)
+args = json.loads(sys.argv[1])
+work = Path(args["work"])
+params = QAParams.model_validate({"world": {"num_people": 40, "num_places": 10, "num_countries": 3, "num_orgs": 12}, "questions": {"sizes": {"train": 0, "validation": 0, "test": 12}}})
+corpus, questions = work / "qa_corpus", work / "qa_questions"
+if not corpus.exists():
+    qa.qa_world_flow.fn(params, corpus)
+    qa.qa_synthesize_flow.fn(params, corpus, questions)
+infer = InferParams(max_turns=3, max_new_tokens=24, max_total_tokens=1024, batch_size=4)
+out = Path(args["out"])
+qa.qa_infer_flow(infer, params, ModelParams(), RunnerParams(**args["runner"]), "qa_base", corpus, questions / "test.jsonl", work / "tiny", out, out / "report", work / "progress")
 """
 
 
@@ -197,9 +219,9 @@ def ray_up(address: str, env: dict) -> None:
     raise AssertionError(f"the Ray cluster at {address} did not come up with two nodes: {probe.stdout}{probe.stderr}")
 
 
-def infer(env: dict, work: Path, name: str, runner: dict) -> bytes:
+def infer(env: dict, work: Path, name: str, runner: dict, script: str = INFER) -> bytes:
     out = work / name
-    proc = subprocess.run([sys.executable, "-c", INFER, json.dumps({"work": str(work), "out": str(out), "runner": runner})], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps({"work": str(work), "out": str(out), "runner": runner})], cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     return (out / "trajectories.jsonl").read_bytes()
 
@@ -224,6 +246,8 @@ def test_distill_and_infer_on_a_ray_cluster_write_the_same_bytes(env, work, expe
     whole = infer(env, work, "infer_whole", {})
     assert len(whole.splitlines()) == QUERIES
     assert infer(env, work, "infer_chunks", {"episodes_per_task": SIZE}) == whole
+    qa_whole = infer(env, work, "qa_infer_whole", {}, QA_INFER)
+    assert len(qa_whole.splitlines()) == 12
 
     temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # Ray's socket paths must stay short
     port = free_port()
@@ -238,6 +262,7 @@ def test_distill_and_infer_on_a_ray_cluster_write_the_same_bytes(env, work, expe
         assert (work / "ray" / "trajectories.jsonl").read_bytes() == expected
         # The model policy's chunks on the cluster's nodes: the same rows.
         assert infer(env, work, "infer_ray", {"kind": "ray", "address": address, "episodes_per_task": SIZE}) == whole
+        assert infer(env, work, "qa_infer_ray", {"kind": "ray", "address": address, "episodes_per_task": SIZE}, QA_INFER) == qa_whole
     finally:
         for node in reversed(nodes):
             node.terminate()

@@ -4,7 +4,8 @@ The prefix all prompts of a batch share (system prompt and tools) is
 prefilled and stored once, as a batch of one; each row's cache holds only
 its own tokens, in buffers that grow by doubling. A custom attention
 function, registered with transformers under `ATTENTION`, reads the prefix
-once for all rows.
+once for all rows at each decoding step; a prefill (a few per turn) copies
+it into each row for torch's fused attention.
 """
 
 from __future__ import annotations
