@@ -4,9 +4,9 @@ Both play TravelEnv episodes with the built-in tiny model at the
 pipeline's default size, randomly initialised (so every turn runs to its
 token limit), sampling with a fixed seed. The engine plays all episodes at
 once; the baseline plays them one by one, re-rendering the conversation and
-calling `model.generate` with batch 1 every turn. The baseline runs on the first few
-episodes only, to keep the benchmark short; tokens per second is a rate, so
-the two compare directly.
+calling `model.generate` with batch 1 every turn. The baseline runs on the
+first few episodes only, to keep the benchmark short; tokens per second is a
+rate, so the two compare directly.
 
 Both run on torch's default threads (one per core), as the pipeline's
 stages do; on a busy machine `--threads 1` is steadier.
@@ -81,7 +81,9 @@ def baseline(queries, tools, tokenizer, model, turns: int, new_tokens: int) -> t
         env = TravelEnv(tools, max_turns=turns, seed=i)
         env.reset(query)
         while not env.done:
-            ids = tokenizer.apply_chat_template(env.history, tools=env.tool_schemas(), add_generation_prompt=True, tokenize=True, return_tensors="pt")["input_ids"]
+            ids = tokenizer.apply_chat_template(
+                env.history, tools=env.tool_schemas(), add_generation_prompt=True, tokenize=True, return_tensors="pt"
+            )["input_ids"]
             out = model.generate(
                 ids,
                 attention_mask=torch.ones_like(ids),
