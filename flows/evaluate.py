@@ -9,27 +9,16 @@ from prefect import flow
 from flows.tasks import task
 from star.config import EvaluateParams, FormatParams
 from star.io import atomic_path, read_jsonl, write_json, write_jsonl
-from star.travel.plan import Plan, read_submission, write_submission
+from star.travel.plan import Plan, write_submission
 from star.travel.query import read_queries
 
 
 @task
 def format_answers(format: FormatParams, queries: Path, trajectories: Path) -> list[Plan]:
-    from star.travel.format import format_itinerary
+    from star.travel.submission import format_answers
 
-    by_query = {row["query_id"]: row for row in read_jsonl(trajectories)}
-    plans = []
-    for query in read_queries(queries):
-        row = by_query.get(query.idx)
-        answer = row.get("answer") if row else None
-        if not answer:
-            plans.append(Plan(idx=query.idx, query=query.query, error="no final answer"))
-            continue
-        options = format.llm.model_dump() if format.kind == "llm" else {}
-        plan = format_itinerary(answer, query, kind=format.kind, **options)
-        plan.query = query.query
-        plans.append(plan)
-    return plans
+    options = format.llm.model_dump() if format.kind == "llm" else {}
+    return format_answers(read_queries(queries), read_jsonl(trajectories), format.kind, options)
 
 
 @flow(name="format")
@@ -52,14 +41,9 @@ def format_flow(format: FormatParams, queries: Path, trajectories: Path, out: Pa
 
 @task
 def score(evaluate: EvaluateParams, world: Path, queries: Path, plans: Path) -> tuple[dict, list[dict]]:
-    from star.travel.evaluate import evaluate_plans
-    from star.travel.metrics import aggregate
-    from star.travel.sandbox import Sandbox
+    from star.travel.submission import score_submission
 
-    query_list = read_queries(queries)
-    evaluations = evaluate_plans(query_list, read_submission(plans), Sandbox.load(world), evaluate.mode)
-    rows = [{**e.to_dict(), "level": q.level, "days": q.days} for q, e in zip(query_list, evaluations)]
-    return aggregate(query_list, evaluations), rows
+    return score_submission(read_queries(queries), plans, world, evaluate.mode)
 
 
 @flow(name="evaluate")

@@ -1,67 +1,40 @@
-"""filter: keep passing, well-formed, short-enough trajectories; draw the SFT set by size and mix;
-optionally follow each with renamed copies."""
+"""filter: keep a domain's passing, well-formed, short-enough trajectories; draw the SFT set
+by size and mix (with the domain's augmentation, e.g. travel's renamed copies)."""
 
 from __future__ import annotations
 
-import random
-from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 from prefect import flow
 
 from flows.tasks import task
-from star.config import FilterParams, ModelParams
+from star.config import ModelParams
+from star.domain import Domain
 from star.io import read_jsonl
 from star.models.base import model_source
 from star.train.filtering import chat_token_counter, select, write_selection
-from star.travel.rename import Vocabulary, renamed_copies
-from star.travel.sandbox import Sandbox
-
-
-def with_renamed_copies(
-    kept: list[dict], vocabulary: Vocabulary, filter: FilterParams, count_tokens: Callable[[dict], int], stats: Counter
-) -> list[dict]:
-    """Each kept row followed by its renamed copies that fit the token limit (a tokenizer
-    without one token per name may spell a renamed name longer)."""
-    rows = []
-    for index, row in enumerate(kept):
-        rows.append(row)
-        # seeded by the row's place in the sorted selection: the same params give the same bytes
-        rng = random.Random(f"rename {filter.seed} {index}")
-        for copy in renamed_copies(row, vocabulary, filter.rename_copies, rng):
-            tokens = count_tokens(copy)
-            if tokens > filter.max_tokens:
-                stats["dropped_renamed_too_long"] += 1
-            else:
-                rows.append({**copy, "tokens": tokens})
-    stats["renamed_copies"] = len(rows) - len(kept)
-    return rows
 
 
 @task
-def select_trajectories(
-    filter: FilterParams, model: ModelParams, trajectories: Path, base: Path, world: Path
-) -> tuple[list[dict], dict]:
+def select_trajectories(domain: Domain, model: ModelParams, trajectories: Path, base: Path) -> tuple[list[dict], dict]:
+    params = domain.filter_params()
     count_tokens = chat_token_counter(model_source(base), model.tool_schemas)
     kept, stats = select(
         read_jsonl(trajectories),
-        require=filter.require,
-        max_tokens=filter.max_tokens,
+        judge=domain.judge,
+        max_tokens=params.max_tokens,
         count_tokens=count_tokens,
-        size=filter.size,
-        levels=filter.levels,
-        seed=filter.seed,
+        size=params.size,
+        levels=params.levels,
+        seed=params.seed,
     )
-    if filter.rename_copies:
-        kept = with_renamed_copies(kept, Vocabulary(Sandbox.load(world)), filter, count_tokens, stats)
-    return kept, dict(stats)
+    return domain.augment(kept, count_tokens, stats), dict(stats)
 
 
 save_selection = task(write_selection)
 
 
 @flow(name="filter")
-def filter_flow(filter: FilterParams, model: ModelParams, trajectories: Path, base: Path, world: Path, out: Path) -> dict[str, float]:
-    kept, stats = select_trajectories(filter, model, trajectories, base, world)
+def filter_flow(domain: Domain, model: ModelParams, trajectories: Path, base: Path, out: Path) -> dict[str, float]:
+    kept, stats = select_trajectories(domain, model, trajectories, base)
     return save_selection(kept, stats, out)

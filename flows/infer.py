@@ -1,9 +1,10 @@
-"""infer: run one policy (base, sft, grpo or the teacher) on the test split.
+"""infer: run one policy (a model, a domain's baseline, or the domain's expert as the reference) on the test split.
 
-A model policy's queries are cut into chunks, each one Prefect task under the task
+A policy's tasks are cut into chunks, each one Prefect task under the task
 runner that params choose (flows/fanout.py): one chunk by default, so the model
 loads once; on a Ray or Dask cluster, chunks play on its nodes. A finished chunk
-is persisted, so an interrupted stage resumes from it.
+is persisted, so an interrupted stage resumes from it. Where the domain scores
+its rows cheaply (QA's EM/F1), the stage writes their summary too.
 """
 
 from __future__ import annotations
@@ -11,32 +12,16 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prefect import flow
 
 from flows.fanout import fan_out, forget, under
 from flows.tasks import task
-from star.config import EnvParams, InferParams, ModelParams, RunnerParams, TeacherParams
-from star.io import atomic_dir, content_digest, read_jsonl
+from star.config import InferParams, ModelParams, RunnerParams
+from star.domain import Domain
+from star.io import atomic_dir, content_digest, write_json
 from star.tracking import log_episode_traces
-
-if TYPE_CHECKING:  # QA stages import this module too: travel code loads only where a travel flow runs
-    from star.travel.query import Query
-    from star.travel.sandbox import Sandbox
-
-
-@task
-def run_teacher(teacher: TeacherParams, env: EnvParams, sandbox: Sandbox, queries: list[Query]) -> list[dict]:
-    from flows.distill import make_teacher
-    from star.travel.distill import run_episode
-    from star.travel.sandbox_index import index_for
-    from star.travel.tools import TravelTools
-
-    # The reference is the teacher at its best: no deliberate mistakes.
-    agent = make_teacher(teacher.model_copy(update={"mistake_rate": 0.0}))
-    tools, index = TravelTools(sandbox, row_cap=env.row_cap), index_for(sandbox)
-    return [run_episode(agent, tools, index, q, 0, seed=teacher.seed, max_turns=env.max_turns, fault_rate=0.0) for q in queries]
 
 
 def load_policy(infer: InferParams, model_dir: Path) -> tuple[Any, Any]:
@@ -62,25 +47,31 @@ def load_policy(infer: InferParams, model_dir: Path) -> tuple[Any, Any]:
     return make_backend("openai", **infer.openai.model_dump(), temperature=infer.temperature), tokenizer
 
 
-def play_model(infer: InferParams, env: EnvParams, model: ModelParams, sandbox: Sandbox, queries: list[Query], model_dir: Path, policy: str) -> list[dict]:
-    """The policy's episodes on `queries`, as trajectory rows."""
+def play_policy(infer: InferParams, model: ModelParams, domain: Domain, policy: str, tasks: list, model_dir: Path | None) -> list[dict]:
+    """The policy's episodes on `tasks`, as trajectory rows; no model: the domain's expert at its best."""
+    if model_dir is None:
+        return domain.reference_episodes(tasks)
+    from star.agent.policy import play_tasks
     from star.agent.rollout import RolloutLimits
-    from star.travel.play import play, trajectory_row
-    from star.travel.tools import TravelTools
 
     backend, tokenizer = load_policy(infer, model_dir)
-    limits = RolloutLimits(max_turns=infer.max_turns, max_new_tokens=infer.max_new_tokens, max_total_tokens=infer.max_total_tokens, max_invalid_turns=infer.max_invalid_turns)
-    tools = TravelTools(sandbox, row_cap=env.row_cap)
-    played = play(backend, tokenizer, tools, queries, limits, batch_size=infer.batch_size, seed=infer.seed, tools_in_prompt=model.tool_schemas)
-    return [trajectory_row(q, e, t, policy) for q, e, t in played]
+    turns = domain.episode_turns(infer.max_turns)
+    limits = RolloutLimits(max_turns=min(infer.max_turns, turns), max_new_tokens=infer.max_new_tokens, max_total_tokens=infer.max_total_tokens, max_invalid_turns=infer.max_invalid_turns)
+
+    def make_env(task: Any, seed: int) -> Any:
+        return domain.make_env(task, seed, max_turns=turns, policy=policy)
+
+    schemas = domain.tool_schemas(policy, model.tool_schemas)
+    played = play_tasks(backend, tokenizer, make_env, tasks, limits, batch_size=infer.batch_size, seed=infer.seed, tools_in_prompt=schemas)
+    return [domain.policy_row(t, e, trajectory, policy) for t, e, trajectory in played]
 
 
-run_model = task(play_model)
+run_policy = task(play_policy)
 
 
-def play_chunk(items: list[Query], first: int, **shared: Any) -> list[dict]:
-    """One task: a chunk of queries; the model loads once per task."""
-    return play_model(queries=items, **shared)
+def play_chunk(items: list, first: int, **shared: Any) -> list[dict]:
+    """One task: a chunk of tasks; the model loads once per task."""
+    return play_policy(tasks=items, **shared)
 
 
 def model_fingerprint(*settings: Any, inputs: tuple[Path, ...]) -> str:
@@ -106,37 +97,29 @@ def save_rows(rows: list[dict], out: Path) -> dict[str, float]:
 
 
 @flow(name="infer")
-def _infer(infer: InferParams, env: EnvParams, model: ModelParams, policy: str, world: Path, queries: Path, model_dir: Path, out: Path, store: Path, size: int | None) -> dict[str, float]:
-    from star.travel.query import Query
-    from star.travel.sandbox import Sandbox
-
-    sandbox = Sandbox.load(world)
-    query_list = [Query.model_validate(r) for r in read_jsonl(queries)]
-    fingerprint = model_fingerprint(infer, env, model, policy, inputs=(world, queries, model_dir))
-    shared = dict(infer=infer, env=env, model=model, sandbox=sandbox, model_dir=model_dir, policy=policy)
-    rows = fan_out(play_chunk, query_list, size or max(len(query_list), 1), fingerprint, store, desc=f"infer {policy}", **shared)
+def _infer(
+    infer: InferParams, model: ModelParams, domain: Domain, policy: str, tasks: Path, model_dir: Path | None, out: Path, report: Path, store: Path, size: int | None
+) -> dict[str, float]:
+    items = domain.load_tasks(tasks)
+    inputs = (domain.world, tasks) + ((model_dir,) if model_dir else ())
+    fingerprint = model_fingerprint(infer, model, *domain.params.values(), policy, inputs=inputs)
+    shared = dict(infer=infer, model=model, domain=domain.loaded(), policy=policy, model_dir=model_dir)
+    rows = fan_out(play_chunk, items, size or max(len(items), 1), fingerprint, store, desc=f"infer {policy}", **shared)
     metrics = save_rows(rows, out)
     forget(store)
     log_episode_traces(rows)  # the first episodes, to browse in MLflow's Traces tab
+    summary = domain.report(rows)
+    if summary is not None:
+        flat = {k: v for k, v in summary.items() if isinstance(v, (int, float))}
+        write_json(report / "summary.json", summary)
+        write_json(report / "metrics.json", flat)
+        metrics = {**metrics, **flat}
     return metrics
 
 
 def infer_flow(
-    infer: InferParams, env: EnvParams, model: ModelParams, runner: RunnerParams, policy: str, world: Path, queries: Path, model_dir: Path, out: Path, progress_dir: Path
+    infer: InferParams, model: ModelParams, runner: RunnerParams, domain: Domain, policy: str, tasks: Path, model_dir: Path | None, out: Path, report: Path, store: Path
 ) -> dict[str, float]:
-    """The infer flow under the task runner of `runner`; finished chunks wait in progress_dir/infer_POLICY."""
+    """The infer flow under the task runner of `runner`; finished chunks wait in `store`."""
     flow_ = under(_infer, runner, threads=1)
-    return flow_(infer, env, model, policy, world, queries, model_dir, out, progress_dir / f"infer_{policy}", runner.episodes_per_task)
-
-
-@flow(name="infer_teacher")
-def infer_teacher_flow(teacher: TeacherParams, env: EnvParams, world: Path, queries: Path, out: Path) -> dict[str, float]:
-    from star.travel.query import Query
-    from star.travel.sandbox import Sandbox
-
-    sandbox = Sandbox.load(world)
-    query_list = [Query.model_validate(r) for r in read_jsonl(queries)]
-    rows = run_teacher(teacher, env, sandbox, query_list)
-    metrics = save_rows(rows, out)
-    log_episode_traces(rows)
-    return metrics
+    return flow_(infer, model, domain, policy, tasks, model_dir, out, report, store, runner.episodes_per_task)

@@ -1,4 +1,4 @@
-"""world: build the sandbox (synthetic or the TravelPlanner DB) and save it as parquet."""
+"""world: build a domain's world (the sandbox, the passage corpus and its index) and save it."""
 
 from __future__ import annotations
 
@@ -7,26 +7,9 @@ from pathlib import Path
 from prefect import flow
 
 from flows.tasks import task
-from star.config import WorldParams
-from star.travel.sandbox import Sandbox, load_travelplanner
-from star.travel.synthetic import generate_world
-
-
-@task
-def build_sandbox(params: WorldParams) -> Sandbox:
-    if params.source == "travelplanner":
-        return load_travelplanner(params.database)
-    return generate_world(params.synthetic)
-
-
-@task
-def save_sandbox(sandbox: Sandbox, out: Path) -> dict[str, int]:
-    sandbox.save(out)
-    counts = {f"rows_{name}": frame.height for name, frame in sandbox.tables().items()}
-    counts["states"] = len(sandbox.states())
-    return counts
+from star.domain import Domain
 
 
 @flow(name="world")
-def world_flow(world: WorldParams, out: Path = Path("data/world")) -> dict[str, int]:
-    return save_sandbox(build_sandbox(world), out)
+def world_flow(domain: Domain, out: Path) -> dict[str, float]:
+    return task(domain.build_world, name="build_world")(out)

@@ -1,14 +1,12 @@
-from pathlib import Path
+"""`python -m stages.base [DOMAIN]`: the domain's untrained policy (travel by default)."""
 
 from flows.base import base_flow
-from stages.common import run_stage
+from stages.common import domain_argument, layout, run_stage
 
 if __name__ == "__main__":
+    domain = domain_argument()
+    where = layout(domain)
     run_stage(
-        "base",
-        ["model"],
-        base_flow,
-        world=Path("data/world"),
-        trajectories=Path("data/trajectories/trajectories.jsonl"),
-        out=Path("models/base"),
+        f"{where.prefix}base", ["model"], base_flow, domain=domain,
+        trajectories=where.trajectories / "trajectories.jsonl", out=where.models / "base",
     )

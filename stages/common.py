@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,45 @@ RECORD_IMPORTS = "STAR_RECORD_IMPORTS"
 DATASET_DIRS = ("data/queries", "data/sft", "data/qa/questions", "data/qa/sft")
 # The variables that give a process its global rank under torchrun (`accelerate launch`) or MPI.
 RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK", "PMI_RANK")
+
+
+PROGRESS = Path("data/.progress")  # where fanned-out stages keep their finished chunks until they end
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a domain's stages read and write (the paths in dvc.yaml)."""
+
+    prefix: str  # of its stage and run names
+    world: Path
+    tasks: Path  # the splits: train.jsonl, validation.jsonl, test.jsonl
+    trajectories: Path
+    sft: Path
+    models: Path
+    infer: Path
+    reports: Path
+
+
+LAYOUTS = {
+    "travel": Layout("", Path("data/world"), Path("data/queries"), Path("data/trajectories"), Path("data/sft"), Path("models"), Path("data/infer"), Path("reports")),
+    "qa": Layout(
+        "qa_", Path("data/qa/corpus"), Path("data/qa/questions"), Path("data/qa/trajectories"), Path("data/qa/sft"), Path("models/qa"), Path("data/qa/infer"), Path("reports/qa")
+    ),
+}
+
+
+def layout(domain: str) -> Layout:
+    """A built-in domain's layout, or data/NAME/..., models/NAME, reports/NAME for another (NAME: its module's)."""
+    if domain in LAYOUTS:
+        return LAYOUTS[domain]
+    name = domain.rsplit(".", 1)[-1]
+    data = Path("data") / name
+    return Layout(f"{name}_", data / "world", data / "tasks", data / "trajectories", data / "sft", Path("models") / name, data / "infer", Path("reports") / name)
+
+
+def domain_argument(position: int = 1) -> str:
+    """The domain a stage runs for: its command line's argument at `position`, travel by default."""
+    return sys.argv[position] if len(sys.argv) > position else "travel"
 
 
 def main_process() -> bool:
@@ -58,9 +98,13 @@ def run_stage(
     flow: Callable[..., dict[str, Any]],
     artifacts: list[Path] = (),
     replica: Callable[..., Any] | None = None,
+    domain: str | None = None,
     **outputs: Any,
 ) -> None:
     """`flow` gets each section as a keyword argument plus `outputs`, and returns metrics.
+
+    With `domain` (travel, qa or a module path, see star/domain.py) the domain's own
+    sections are read too, and `flow` gets the domain object, built on its layout's world.
 
     Files in `artifacts` that exist afterwards are logged to the stage's MLflow run, and
     the data splits among `outputs` (see `datasets_read`) as its dataset inputs.
@@ -72,10 +116,20 @@ def run_stage(
     """
     root = Path.cwd()
     try:
-        params = load_params(root / PARAMS_FILE, sections)
-    except ParamsError as exc:
+        kind = None
+        if domain:
+            from star.domain import load_domain
+
+            kind = load_domain(domain)
+        extra = [s for s in kind.sections if s not in sections] if kind else []
+        params = load_params(root / PARAMS_FILE, [*sections, *extra])
+    except (ParamsError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
+    logged = params
+    if kind is not None:
+        instance = kind({s: params[s] for s in kind.sections}, layout(domain).world)
+        params = {**{s: params[s] for s in sections}, "domain": instance}
 
     if not main_process():
         if replica is None:
@@ -89,7 +143,7 @@ def run_stage(
     from star.tracking import log_datasets, stage_run
 
     try:
-        with stage_run(name, {k: v.model_dump(mode="json") for k, v in params.items()}, root, PARAMS_FILE):
+        with stage_run(name, {k: v.model_dump(mode="json") for k, v in logged.items()}, root, PARAMS_FILE):
             log_datasets(datasets_read(outputs))
             metrics = flow(**params, **outputs) or {}
             mlflow.log_metrics({k: float(v) for k, v in metrics.items()})

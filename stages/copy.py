@@ -1,14 +1,13 @@
-import sys
+"""`python -m stages.copy [DOMAIN]`: copy pretraining of the domain's base model (travel by default)."""
+
 from pathlib import Path
 
 from flows.copy import copy_flow
-from stages.common import run_stage
+from stages.common import domain_argument, layout, run_stage
 
-# `python -m stages.copy [qa]`: the travel or the QA base model
 if __name__ == "__main__":
-    qa = sys.argv[1:] == ["qa"]
-    models = Path("models/qa" if qa else "models")
+    where = layout(domain_argument())
     run_stage(
-        "qa_copy" if qa else "copy", ["copy_pretrain", "model"], copy_flow,
-        base=models / "base", out=models / "copy", checkpoints=Path("models/.checkpoints") / ("qa_copy" if qa else "copy"),
+        f"{where.prefix}copy", ["copy_pretrain", "model"], copy_flow,
+        base=where.models / "base", out=where.models / "copy", checkpoints=Path("models/.checkpoints") / f"{where.prefix}copy",
     )

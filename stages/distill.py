@@ -1,15 +1,12 @@
-from pathlib import Path
+"""`python -m stages.distill [DOMAIN]`: the domain's teacher on its training tasks (travel by default)."""
 
 from flows.distill import distill_flow
-from stages.common import run_stage
+from stages.common import PROGRESS, domain_argument, layout, run_stage
 
 if __name__ == "__main__":
+    domain = domain_argument()
+    where = layout(domain)
     run_stage(
-        "distill",
-        ["teacher", "env", "runner"],
-        distill_flow,
-        world=Path("data/world"),
-        queries=Path("data/queries/train.jsonl"),
-        out=Path("data/trajectories"),
-        progress_dir=Path("data/.progress"),
+        f"{where.prefix}distill", ["runner"], distill_flow, domain=domain,
+        tasks=where.tasks / "train.jsonl", out=where.trajectories, store=PROGRESS / f"{where.prefix}distill",
     )

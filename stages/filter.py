@@ -1,15 +1,12 @@
-from pathlib import Path
+"""`python -m stages.filter [DOMAIN]`: the domain's SFT set (travel by default)."""
 
 from flows.filter import filter_flow
-from stages.common import run_stage
+from stages.common import domain_argument, layout, run_stage
 
 if __name__ == "__main__":
+    domain = domain_argument()
+    where = layout(domain)
     run_stage(
-        "filter",
-        ["filter", "model"],
-        filter_flow,
-        trajectories=Path("data/trajectories/trajectories.jsonl"),
-        base=Path("models/base"),
-        world=Path("data/world"),
-        out=Path("data/sft"),
+        f"{where.prefix}filter", ["model"], filter_flow, domain=domain,
+        trajectories=where.trajectories / "trajectories.jsonl", base=where.models / "base", out=where.sft,
     )

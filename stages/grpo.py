@@ -1,19 +1,16 @@
+"""`python -m stages.grpo [DOMAIN]`: GRPO from the domain's SFT model (travel by default)."""
+
 from pathlib import Path
 
 from flows.grpo import grpo_flow, train
-from stages.common import run_stage
+from stages.common import domain_argument, layout, run_stage
 
 if __name__ == "__main__":
+    domain = domain_argument()
+    where = layout(domain)
     run_stage(
-        "grpo",
-        ["grpo", "env", "model"],
-        grpo_flow,
+        f"{where.prefix}grpo", ["grpo", "env", "model"], grpo_flow, domain=domain,
         replica=train,  # the other processes under `accelerate launch`
-        world=Path("data/world"),
-        queries=Path("data/queries/train.jsonl"),
-        sft_set=Path("data/sft/train.jsonl"),
-        sft=Path("models/sft"),
-        out=Path("models/grpo"),
-        checkpoints=Path("models/.checkpoints/grpo"),
-        curve=Path("reports/train/grpo.csv"),
+        tasks=where.tasks / "train.jsonl", sft_set=where.sft / "train.jsonl", sft=where.models / "sft", out=where.models / "grpo",
+        checkpoints=Path("models/.checkpoints") / f"{where.prefix}grpo", curve=Path(f"reports/train/{where.prefix}grpo.csv"),
     )

@@ -1,16 +1,37 @@
+"""`python -m stages.infer DOMAIN POLICY`: one policy on the domain's test split.
+
+POLICY is a model stage of the domain (base, sft, grpo; QA's are named qa_base, ...),
+one of its baselines (on the base model), another domain's model (travel_sft: the
+travel agent out of its domain), or the domain's teacher (teacher, qa_teacher).
+"""
+
 import sys
 from pathlib import Path
 
-from flows.infer import infer_flow, infer_teacher_flow
-from stages.common import run_stage
+from flows.infer import infer_flow
+from stages.common import LAYOUTS, PROGRESS, layout, run_stage
+
+BASELINES = {"naive_rag": "base", "base_tool_call": "base"}  # QA's baselines run the untrained base model
+
+
+def model_dir(domain: str, policy: str) -> Path | None:
+    """The model a policy plays; None for the domain's teacher."""
+    where = layout(domain)
+    if policy == f"{where.prefix}teacher":
+        return None
+    for other in LAYOUTS:
+        if other != domain and policy.startswith(f"{other}_"):
+            return layout(other).models / policy.removeprefix(f"{other}_")
+    name = policy.removeprefix(where.prefix)
+    return where.models / BASELINES.get(name, name)
+
 
 if __name__ == "__main__":
-    policy = sys.argv[1]
-    common = dict(world=Path("data/world"), queries=Path("data/queries/test.jsonl"), out=Path(f"data/infer/{policy}"))
-    if policy == "teacher":
-        run_stage("infer_teacher", ["teacher", "env"], infer_teacher_flow, **common)
-    else:
-        run_stage(
-            f"infer@{policy}", ["infer", "env", "model", "runner"], infer_flow,
-            policy=policy, model_dir=Path(f"models/{policy}"), progress_dir=Path("data/.progress"), **common,
-        )
+    domain, policy = sys.argv[1], sys.argv[2]
+    where = layout(domain)
+    name = f"{where.prefix}infer_teacher" if model_dir(domain, policy) is None else f"{where.prefix}infer@{policy}"
+    run_stage(
+        name, ["infer", "model", "runner"], infer_flow, domain=domain, policy=policy,
+        tasks=where.tasks / "test.jsonl", model_dir=model_dir(domain, policy), out=where.infer / policy,
+        report=where.reports / policy, store=PROGRESS / f"{where.prefix}infer_{policy}",
+    )

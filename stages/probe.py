@@ -1,22 +1,17 @@
+"""`python -m stages.probe POLICY`: the travel policy's tool arguments, per slot and on counterfactual queries."""
+
 import sys
-from pathlib import Path
 
 from flows.probe import probe_flow
-from stages.common import run_stage
+from stages.common import layout, run_stage
 
 if __name__ == "__main__":
     policy = sys.argv[1]
-    out = Path(f"reports/{policy}")
+    where = layout("travel")
+    out = where.reports / policy
     run_stage(
-        f"probe@{policy}",
-        ["infer", "env", "model"],
-        probe_flow,
-        artifacts=[out / "arguments.csv"],
-        policy=policy,
-        world=Path("data/world"),
-        train=Path("data/queries/train.jsonl"),
-        queries=Path("data/queries/test.jsonl"),
-        played=Path(f"data/infer/{policy}"),
-        model_dir=Path(f"models/{policy}"),
-        out=out,
+        f"probe@{policy}", ["infer", "model"], probe_flow, domain="travel",
+        artifacts=[out / "arguments.csv"], policy=policy,
+        train=where.tasks / "train.jsonl", queries=where.tasks / "test.jsonl",
+        played=where.infer / policy, model_dir=where.models / policy, out=out,
     )

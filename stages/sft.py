@@ -1,18 +1,16 @@
+"""`python -m stages.sft [DOMAIN]`: SFT of the domain's copy-pretrained base on its SFT set (travel by default)."""
+
 from pathlib import Path
 
 from flows.sft import sft_flow, train
-from stages.common import run_stage
+from stages.common import domain_argument, layout, run_stage
 
 if __name__ == "__main__":
+    where = layout(domain_argument())
     run_stage(
-        "sft",
-        ["sft", "model"],
-        sft_flow,
+        f"{where.prefix}sft", ["sft", "model"], sft_flow,
         replica=train,  # the other processes under `accelerate launch`
-        data=Path("data/sft/train.jsonl"),
-        base=Path("models/copy"),
-        out=Path("models/sft"),
+        data=where.sft / "train.jsonl", base=where.models / "copy", out=where.models / "sft",
         # checkpoints live outside the stage output, so an interrupted run resumes
-        checkpoints=Path("models/.checkpoints/sft"),
-        curve=Path("reports/train/sft.csv"),
+        checkpoints=Path("models/.checkpoints") / f"{where.prefix}sft", curve=Path(f"reports/train/{where.prefix}sft.csv"),
     )

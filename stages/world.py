@@ -1,7 +1,9 @@
-from pathlib import Path
+"""`python -m stages.world [DOMAIN]`: the domain's world (travel by default)."""
 
 from flows.world import world_flow
-from stages.common import run_stage
+from stages.common import domain_argument, layout, run_stage
 
 if __name__ == "__main__":
-    run_stage("world", ["world"], world_flow, out=Path("data/world"))
+    domain = domain_argument()
+    where = layout(domain)
+    run_stage(f"{where.prefix}world", [], world_flow, domain=domain, out=where.world)

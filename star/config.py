@@ -209,6 +209,7 @@ class QAGRPOParams(Section):
     learning_rate: float = Field(1e-4, gt=0, description="QA GRPO's learning rate, in place of grpo.learning_rate (travel's 3e-4 took QA EM from 27% to 8%)")
     temperature: float = Field(1.0, gt=0, description="QA GRPO's rollout temperature, in place of grpo.temperature")
     optimizer: Literal["adamw", "sgd"] = Field("adamw", description="QA GRPO's optimizer, in place of grpo.optimizer")
+    unseen_queries: bool = Field(False, description="in place of grpo.unseen_queries; false: QA trains on every training question, those in its SFT set too")
 
 
 class QAParams(Section):

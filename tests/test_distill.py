@@ -74,6 +74,7 @@ def test_filter_counts_add_up(setup):
 def test_progress_follows_the_teacher_not_the_address_of_its_server(tmp_path):
     from flows.distill import progress_fingerprint
     from star.config import EnvParams, TeacherParams
+    from star.travel.domain import TravelDomain
 
     world, queries = tmp_path / "world", tmp_path / "queries.jsonl"
     world.mkdir()
@@ -82,7 +83,7 @@ def test_progress_follows_the_teacher_not_the_address_of_its_server(tmp_path):
 
     def fingerprint(**openai):
         teacher = TeacherParams.model_validate({"kind": "openai", "openai": openai})
-        return progress_fingerprint(teacher, EnvParams(), world, queries)
+        return progress_fingerprint(TravelDomain({"teacher": teacher, "env": EnvParams()}, world), queries)
 
     same = fingerprint()
     assert fingerprint(base_url="http://10.0.0.2:9000/v1", timeout=5, retries=0, concurrency=16, api_key_env="OTHER_KEY") == same

@@ -28,10 +28,12 @@ DRIVER = """
 import json, sys, time
 from pathlib import Path
 import flows.distill as d
+import star.travel.distill as episodes
 from star.config import EnvParams, RunnerParams, TeacherParams
+from star.travel.domain import TravelDomain
 
 args = json.loads(sys.argv[1])
-real = d.run_episode
+real = episodes.run_episode
 
 def counted(*a, **k):
     with open(args["count"], "a") as f:
@@ -39,14 +41,15 @@ def counted(*a, **k):
     time.sleep(args["slow"])
     return real(*a, **k)
 
-d.run_episode = counted
-teacher, env, runner = TeacherParams(fault_rate=0.1), EnvParams(), RunnerParams(**args["runner"])
-work = Path(args["work"])
+episodes.run_episode = counted
+runner, work = RunnerParams(**args["runner"]), Path(args["work"])
+domain = TravelDomain({"teacher": TeacherParams(fault_rate=0.1), "env": EnvParams()}, work / "world")
+store = work / "progress" / "distill"
 if args["threads"]:
     flow = d.under(d._distill, runner, threads=args["threads"])
-    flow(teacher, env, work / "world", work / "train.jsonl", Path(args["out"]), work / "progress" / "distill", runner.episodes_per_task)
+    flow(domain, work / "train.jsonl", Path(args["out"]), store, runner.episodes_per_task)
 else:
-    d.distill_flow(teacher, env, runner, work / "world", work / "train.jsonl", Path(args["out"]), work / "progress")
+    d.distill_flow(domain, runner, work / "train.jsonl", Path(args["out"]), store)
 """
 
 # Runs infer as the stage does: a tiny model plays the queries, under the runner in argv.
@@ -56,12 +59,14 @@ from pathlib import Path
 import torch
 from flows.infer import infer_flow
 from star.config import EnvParams, InferParams, ModelParams, RunnerParams
+from star.travel.domain import TravelDomain
 
 torch.set_num_threads(1)  # as a one-CPU Ray worker runs it
 args = json.loads(sys.argv[1])
-work = Path(args["work"])
+work, out = Path(args["work"]), Path(args["out"])
 infer = InferParams(max_turns=3, max_new_tokens=24, max_total_tokens=1024, batch_size=4)
-infer_flow(infer, EnvParams(), ModelParams(), RunnerParams(**args["runner"]), "base", work / "world", work / "train.jsonl", work / "tiny", Path(args["out"]), work / "progress")
+domain = TravelDomain({"env": EnvParams()}, work / "world")
+infer_flow(infer, ModelParams(), RunnerParams(**args["runner"]), domain, "base", work / "train.jsonl", work / "tiny", out, out / "report", work / "progress" / "infer_base")
 """
 
 # Runs QA inference as the stage does: the tiny model answers the questions, under the runner in argv;
@@ -70,20 +75,22 @@ QA_INFER = """
 import json, sys
 from pathlib import Path
 import torch
-from flows import qa
+from flows.infer import infer_flow
 from star.config import InferParams, ModelParams, QAParams, RunnerParams
+from star.qa.domain import QADomain
 
 torch.set_num_threads(1)
 args = json.loads(sys.argv[1])
 work = Path(args["work"])
 params = QAParams.model_validate({"world": {"num_people": 40, "num_places": 10, "num_countries": 3, "num_orgs": 12}, "questions": {"sizes": {"train": 0, "validation": 0, "test": 12}}})
 corpus, questions = work / "qa_corpus", work / "qa_questions"
+domain = QADomain({"qa": params}, corpus)
 if not corpus.exists():
-    qa.qa_world_flow.fn(params, corpus)
-    qa.qa_synthesize_flow.fn(params, corpus, questions)
+    domain.build_world(corpus)
+    domain.synthesize(questions)
 infer = InferParams(max_turns=3, max_new_tokens=24, max_total_tokens=1024, batch_size=4)
 out = Path(args["out"])
-qa.qa_infer_flow(infer, params, ModelParams(), RunnerParams(**args["runner"]), "qa_base", corpus, questions / "test.jsonl", work / "tiny", out, out / "report", work / "progress")
+infer_flow(infer, ModelParams(), RunnerParams(**args["runner"]), domain, "qa_base", questions / "test.jsonl", work / "tiny", out, out / "report", work / "progress" / "qa_infer")
 """
 
 
@@ -109,10 +116,9 @@ def work(tmp_path_factory, synthetic_sandbox) -> Path:
 @pytest.fixture(scope="module")
 def expected(work) -> bytes:
     """The trajectories file of a plain loop over the episodes, as distill wrote it before its fan-out."""
-    from flows.distill import make_teacher
     from star.config import EnvParams, TeacherParams
     from star.io import read_jsonl
-    from star.travel.distill import run_episode
+    from star.travel.distill import make_teacher, run_episode
     from star.travel.query import Query
     from star.travel.sandbox import Sandbox
     from star.travel.sandbox_index import index_for
@@ -142,8 +148,9 @@ def env(tmp_path_factory) -> dict[str, str]:
 def fingerprint(work: Path) -> str:
     from flows.distill import progress_fingerprint
     from star.config import EnvParams, TeacherParams
+    from star.travel.domain import TravelDomain
 
-    return progress_fingerprint(TeacherParams(fault_rate=0.1), EnvParams(), work / "world", work / "train.jsonl")
+    return progress_fingerprint(TravelDomain({"teacher": TeacherParams(fault_rate=0.1), "env": EnvParams()}, work / "world"), work / "train.jsonl")
 
 
 def driver(env: dict, work: Path, name: str, runner: dict, threads: int = 0, slow: float = 0.0) -> tuple[subprocess.Popen, Path]:

@@ -324,3 +324,32 @@ def test_a_resumed_run_replays_the_same_rollouts_and_weights(tiny, tmp_path, one
     start = load_file(model_dir / "model.safetensors")
     assert whole.keys() == resumed.keys() and any(not torch.equal(whole[k], start[k]) for k in whole)
     assert all(torch.equal(whole[k], resumed[k]) for k in whole), "the resumed run trained on other rollouts"
+
+
+def test_a_changed_sft_model_starts_grpo_afresh(tmp_path):
+    """GRPO resumes only from checkpoints under the fingerprint of its inputs: another SFT model, SFT set,
+    training task or knob is another directory, so the run starts fresh instead of resuming."""
+    from flows.grpo import checkpoint_fingerprint
+    from star.config import EnvParams, GRPOStageParams, ModelParams
+    from star.travel.domain import TravelDomain
+
+    tasks, sft_set, sft = tmp_path / "train.jsonl", tmp_path / "sft.jsonl", tmp_path / "sft"
+    tasks.write_text('{"idx": 0}\n')
+    sft_set.write_text('{"query_id": 0}\n')
+    sft.mkdir()
+    (sft / "model.safetensors").write_bytes(b"weights")
+    domain = TravelDomain({"env": EnvParams()}, tmp_path / "world")
+
+    def fingerprint(grpo: GRPOStageParams = GRPOStageParams()) -> str:
+        return checkpoint_fingerprint(grpo, EnvParams(), ModelParams(), domain, tasks, sft_set, sft)
+
+    first = fingerprint()
+    assert fingerprint() == first
+    (sft / "model.safetensors").write_bytes(b"other weights")
+    assert fingerprint() != first
+    (sft / "model.safetensors").write_bytes(b"weights")
+    assert fingerprint() == first
+    sft_set.write_text('{"query_id": 1}\n')
+    assert fingerprint() != first
+    sft_set.write_text('{"query_id": 0}\n')
+    assert fingerprint(GRPOStageParams(learning_rate=0.5)) != first

@@ -189,14 +189,13 @@ def test_params(tmp_path):
 
 def test_the_test_split_is_the_published_file(tmp_path, places, real_sandbox):
     """Over the real database: train and validation synthesized, test the file's queries, in its order."""
-    from flows.synthesize import compose_queries, save_queries
     from star.config import EnvParams, SynthesizeParams
+    from star.travel.domain import TravelDomain
 
     real_sandbox.save(tmp_path / "world")
     path = write_parquet(tmp_path / "test.parquet", published_rows(places))
     synthesize = SynthesizeParams(sizes={"train": 3, "validation": 2, "test": 50}, source="official", path=str(path))
-    splits, stats = compose_queries.fn(tmp_path / "world", synthesize, EnvParams())
-    metrics = save_queries.fn(splits, stats, tmp_path / "queries")
+    metrics = TravelDomain({"synthesize": synthesize, "env": EnvParams()}, tmp_path / "world").synthesize(tmp_path / "queries")
     assert metrics["queries_train"] == 3 and metrics["queries_validation"] == 2
     assert metrics["queries_test"] == 3 and metrics["official_test"] == 3
     assert read_queries(tmp_path / "queries/test.jsonl") == read_official_queries(path)

@@ -127,7 +127,7 @@ def model_dir(tmp_path_factory, synthetic_sandbox) -> Path:
     schemas = TravelEnv(TravelTools(synthetic_sandbox)).tool_schemas()
     spec = TinySpec(vocab_size=300, hidden_size=64, num_heads=2, num_layers=2, max_position_embeddings=8192)
     out = tmp_path_factory.mktemp("tiny") / "model"
-    return make_tiny(out, corpus_from_trajectories([], schemas), entity_names(synthetic_sandbox), spec)
+    return make_tiny(out, corpus_from_trajectories([], schemas, TravelEnv.system_prompt), entity_names(synthetic_sandbox), spec)
 
 
 @pytest.fixture(scope="module")
@@ -277,19 +277,22 @@ DRIVER = """
 import json, sys
 from pathlib import Path
 import flows.distill as d
+import star.travel.distill as episodes
 from star.config import EnvParams, RunnerParams, TeacherParams
+from star.travel.domain import TravelDomain
 
 args = json.loads(sys.argv[1])
-real = d.run_episode
+real = episodes.run_episode
 
 def counted(solver, tools, index, query, sample, **kw):
     with open(args["count"], "a") as f:
         f.write(f"{query.idx} {sample}\\n")
     return real(solver, tools, index, query, sample, **kw)
 
-d.run_episode = counted
+episodes.run_episode = counted
 work = Path(args["work"])
-d.distill_flow(TeacherParams.model_validate(args["teacher"]), EnvParams(max_turns=3), RunnerParams(), work / "world", work / "train.jsonl", work / "out", work / "progress")
+domain = TravelDomain({"teacher": TeacherParams.model_validate(args["teacher"]), "env": EnvParams(max_turns=3)}, work / "world")
+d.distill_flow(domain, RunnerParams(), work / "train.jsonl", work / "out", work / "progress" / "distill")
 """
 
 
@@ -307,8 +310,10 @@ def prefect_env(tmp_path_factory) -> Iterator[dict[str, str]]:
 
 @pytest.mark.slow
 def test_server_dying_mid_run_keeps_finished_rows_and_resume_runs_only_the_rest(server, model_dir, world, synthetic_sandbox, prefect_env, tmp_path, secret_key):
-    from flows.distill import make_teacher, progress_fingerprint
+    from flows.distill import progress_fingerprint
     from star.config import EnvParams, TeacherParams
+    from star.travel.distill import make_teacher
+    from star.travel.domain import TravelDomain
     from star.travel.sandbox import Sandbox
 
     queries = world[0]
@@ -348,7 +353,8 @@ def test_server_dying_mid_run_keeps_finished_rows_and_resume_runs_only_the_rest(
 
     saved = persisted()
     assert 1 <= len(saved) < len(items)
-    fingerprint = progress_fingerprint(TeacherParams.model_validate(teacher), EnvParams(max_turns=3), tmp_path / "world", tmp_path / "train.jsonl")
+    domain = TravelDomain({"teacher": TeacherParams.model_validate(teacher), "env": EnvParams(max_turns=3)}, tmp_path / "world")
+    fingerprint = progress_fingerprint(domain, tmp_path / "train.jsonl")
     assert {p.parent.name for p in saved} == {fingerprint}
     finished = {items[int(p.name.split("-")[0])] for p in saved}
 

@@ -2,6 +2,7 @@ import json
 import random
 import re
 from collections import Counter
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -195,11 +196,13 @@ def direct_tasks(monkeypatch):
 
 def run_filter(root, copies: int):
     import flows.filter
-    from star.config import FilterParams, ModelParams
+    from star.config import EnvParams, FilterParams, ModelParams
+    from star.travel.domain import TravelDomain
 
     params = FilterParams(size=8, max_tokens=4000, rename_copies=copies)
     out = root / f"sft{copies}"
-    metrics = flows.filter.filter_flow.fn(params, ModelParams(), root / "trajectories.jsonl", root / "base", root / "world", out)
+    domain = TravelDomain({"filter": params, "env": EnvParams()}, root / "world")
+    metrics = flows.filter.filter_flow.fn(domain, ModelParams(), root / "trajectories.jsonl", root / "base", out)
     return params, metrics, (out / "train.jsonl").read_text()
 
 
@@ -237,11 +240,12 @@ def test_the_filter_follows_each_row_with_its_renamed_copies(filter_inputs, dire
 
 
 def test_copies_over_the_token_limit_are_dropped(world, episodes):
-    from flows.filter import with_renamed_copies
     from star.config import FilterParams
+    from star.travel.domain import TravelDomain
 
     _, rows = episodes
     stats = Counter()
-    params = FilterParams(max_tokens=100, rename_copies=3)
-    out = with_renamed_copies(rows[:4], Vocabulary(world), params, lambda r: 101 if "renamed" in r else 1, stats)
+    domain = TravelDomain({"filter": FilterParams(max_tokens=100, rename_copies=3)}, Path("unused"))
+    domain.sandbox = world  # the world in hand, instead of one loaded from disk
+    out = domain.augment(rows[:4], lambda r: 101 if "renamed" in r else 1, stats)
     assert out == rows[:4] and stats["dropped_renamed_too_long"] == 12 and stats["renamed_copies"] == 0

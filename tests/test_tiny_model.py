@@ -78,7 +78,7 @@ def world():
 
 @pytest.fixture(scope="module")
 def corpus(world):
-    return corpus_from_trajectories(world["episodes"], world["schemas"])
+    return corpus_from_trajectories(world["episodes"], world["schemas"], SYSTEM_PROMPT)
 
 
 @pytest.fixture(scope="module")

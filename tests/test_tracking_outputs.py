@@ -12,6 +12,7 @@ import os
 import pytest
 
 from star.tracking import TrackingWarning, log_episode_traces, log_model, stage_run, tracking_uri
+from star.travel.domain import TravelDomain
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -157,7 +158,8 @@ def test_infer_flow_traces_the_policys_episodes(root, travel, tiny, monkeypatch,
     infer = InferParams(max_turns=3, max_new_tokens=24, max_total_tokens=1024, batch_size=6)
     out = root / "infer"
     with stage_run("infer@base", {}, root) as run:
-        metrics = flows.infer.infer_flow(infer, EnvParams(), ModelParams(), RunnerParams(), "base", travel["world"], travel["queries"], tiny, out, root / "progress")
+        domain = TravelDomain({"env": EnvParams()}, travel["world"])
+        metrics = flows.infer.infer_flow(infer, ModelParams(), RunnerParams(), domain, "base", travel["queries"], tiny, out, out / "report", root / "progress")
     rows = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
     assert metrics["episodes"] == len(rows) == 6
     traces = _traces(root, run.info.run_id)
@@ -227,7 +229,8 @@ def test_grpo_logs_its_model(root, travel, tiny, monkeypatch, one_torch_thread):
     (root / "sft.jsonl").write_text("".join(json.dumps({"query_id": r["query_id"]}) + "\n" for r in travel["rows"]))
     out = root / "models/grpo"
     with stage_run("grpo", {}, root) as run:
-        metrics = flows.grpo.grpo_flow.fn(grpo, EnvParams(), ModelParams(), travel["world"], travel["queries"], root / "sft.jsonl", tiny, out, root / "ckpt", root / "grpo.csv")
+        domain = TravelDomain({"env": EnvParams()}, travel["world"])
+        metrics = flows.grpo.grpo_flow.fn(grpo, EnvParams(), ModelParams(), domain, travel["queries"], root / "sft.jsonl", tiny, out, root / "ckpt", root / "grpo.csv")
     client, model = _model_of(root, run.info.run_id)
     assert model.name == "grpo" and model.source_run_id == run.info.run_id and (out / "config.json").is_file()
     assert model.tags["star.model_path"] == out.as_posix() and model.params["grpo.num_generations"] == "2" and "env.row_cap" in model.params

@@ -28,7 +28,6 @@ from trl.chat_template_utils import qwen2_5_chat_template
 
 from star.io import atomic_dir
 from star.models.spec import BUILTIN_TINY, BUILTINS, TinySpec
-from star.travel.env import SYSTEM_PROMPT
 
 PAD = "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -192,12 +191,13 @@ def resolve_model_path(name_or_path: str, builtin_dir: str | Path) -> str:
 def corpus_from_trajectories(
     messages_list: Iterable[Sequence[dict[str, Any]]],
     tool_schemas: Sequence[dict[str, Any]],
-    system_prompt: str = SYSTEM_PROMPT,
+    system_prompt: str = "",
 ) -> list[str]:
-    """Texts to train the tokenizer on, written as the model will read them."""
+    """Texts to train the tokenizer on, written as the model will read them (the domain's
+    `system_prompt` too, for a tokenizer built before any trajectory)."""
     schemas = list(tool_schemas)
     # The template writes each schema with tojson, i.e. json.dumps defaults.
-    texts = [system_prompt] + [json.dumps(s, ensure_ascii=False) for s in schemas]
+    texts = [system_prompt] * bool(system_prompt) + [json.dumps(s, ensure_ascii=False) for s in schemas]
     for messages in messages_list:
         rendered, _ = render_jinja_template(
             conversations=[list(messages)], tools=schemas or None, chat_template=CHAT_TEMPLATE

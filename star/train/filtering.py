@@ -50,15 +50,15 @@ def malformed(row: dict) -> bool:
 def select(
     rows: list[dict],
     *,
-    require: str,
     max_tokens: int,
     count_tokens: Callable[[dict], int],
     size: int,
     levels: dict[str, float],
     seed: int,
+    require: str = "final",
     judge: Callable[[dict], bool] | None = None,
 ) -> tuple[list[dict], Counter]:
-    """`judge(row)` replaces the evaluator check for other domains (e.g. QA: exact match)."""
+    """`judge(row)` (a domain's: e.g. QA's exact match) replaces the evaluator's check of `require`."""
     judge = judge or (lambda row: passes(row, require))
     stats: Counter = Counter(total=len(rows))
     seen: set[str] = set()

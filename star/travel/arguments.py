@@ -8,6 +8,7 @@ follow the new values and how many still carry the old ones.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from collections import Counter
@@ -87,3 +88,30 @@ def counterfactual(query: Query, seen: set[tuple[str, str, str]], origins: list[
     text = re.sub(rf"\b{re.escape(query.org)}\b", org, query.query)
     text = _DATE.sub(lambda m: dates.get(m.group(0), m.group(0)), text)
     return query.model_copy(update={"org": org, "date": [dates[d] for d in query.date], "query": text})
+
+
+def counterfactuals(sandbox: Sandbox, train: list[Query], test: list[Query], seed: int) -> list[Query]:
+    """Each test query moved to an origin and dates that no training query combined with its destination."""
+    from star.travel.tools import TravelTools
+
+    tools = TravelTools(sandbox)
+    seen = {(q.org, q.dest, q.date[0]) for q in train}
+    origins = sorted({q.org for q in train})
+    rng = random.Random(seed)
+    first, last = date.fromisoformat(tools.first_date), date.fromisoformat(tools.last_date)
+    return [counterfactual(q, seen, origins, first, last, rng) for q in test]
+
+
+def rows_slot_counts(rows: Iterable[dict], queries: dict[int, Query], sandbox: Sandbox, old: dict[int, Query] | None = None) -> Counter:
+    """`slot_counts` summed over trajectory rows, each judged against its query (and its `old` one)."""
+    total: Counter = Counter()
+    for row in rows:
+        calls = [json.loads(c) for c in row["calls"]]
+        total += slot_counts(queries[row["query_id"]], calls, sandbox, old=old[row["query_id"]] if old else None)
+    return total
+
+
+def probe_table(metrics: dict[str, float]) -> str:
+    """CSV of slot, test accuracy, counterfactual accuracy: the slots both columns have."""
+    slots = [s for s in (*SLOTS, "all") if f"args/{s}" in metrics and f"counterfactual/{s}" in metrics]
+    return "slot,test,counterfactual\n" + "".join(f"{s},{metrics[f'args/{s}']:.4f},{metrics[f'counterfactual/{s}']:.4f}\n" for s in slots)

@@ -23,6 +23,15 @@ from star.travel.sandbox_index import SandboxIndex
 from star.travel.tools import TravelTools
 
 
+def make_teacher(params: Any) -> Teacher:
+    """The teacher of `params` (star.config.TeacherParams): the scripted expert or an OpenAI-compatible model."""
+    if params.kind == "openai":
+        from star.travel.openai_teacher import OpenAITeacher
+
+        return OpenAITeacher(params.openai)
+    return ExpertTeacher(Expert(params.mistake_rate, params.top_k, params.upgrade_prob))
+
+
 class ExpertTeacher:
     name = "expert"
 

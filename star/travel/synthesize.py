@@ -16,6 +16,7 @@ import math
 import random
 from collections import Counter
 from datetime import date, timedelta
+from typing import Any
 
 from star.train.filtering import quotas
 from star.travel.evaluate import evaluate_plan
@@ -207,3 +208,31 @@ def render_query(q: Query, rng: random.Random) -> str:
         budget=q.budget,
         extra="".join(" " + e for e in extra),
     )
+
+
+def compose_queries(sandbox: Sandbox, synthesize: Any, env: Any) -> tuple[dict[str, list[Query]], dict]:
+    """The splits of the synthesize stage (`synthesize`: star.config.SynthesizeParams) and their stats.
+
+    With `source: official` the test split is the published query file; train and
+    validation are still composed, so training works as before.
+    """
+    from star.travel.official import check_world, read_official_queries
+    from star.travel.paraphrase import paraphrase
+
+    spec = SynthesisSpec.model_validate(synthesize.model_dump(exclude={"paraphrase"}))
+    official = None
+    if spec.source == "official":
+        # Read first: a bad file stops the stage before any synthesis.
+        official = read_official_queries(spec.path)
+        check_world(official, dict(zip(sandbox.cities["city"], sandbox.cities["state"])), spec.path)
+        spec = spec.model_copy(update={"sizes": {**spec.sizes, "test": 0}})
+    synthesizer = Synthesizer(sandbox, spec, row_cap=env.row_cap, max_calls=env.max_turns - 1)
+    splits, stats = synthesizer.run(), dict(synthesizer.stats)
+    if synthesize.paraphrase.enabled:
+        for split, queries in splits.items():
+            splits[split], counts = paraphrase(queries, synthesize.paraphrase)
+            stats.update({f"paraphrase_{k}": stats.get(f"paraphrase_{k}", 0) + v for k, v in counts.items()})
+    if official is not None:  # the published wording is kept: never paraphrased
+        splits["test"] = official
+        stats["official_test"] = len(official)
+    return splits, stats

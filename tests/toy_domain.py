@@ -1,0 +1,167 @@
+"""A third domain in one module, for tests: look up a person's phone extension in a directory.
+
+The generic stages run it as `python -m stages.distill tests.toy_domain` and so on; nothing
+outside this file knows it exists.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from star.domain import Domain, Rubric
+from star.env.core import Tool, ToolEnv, ToolError, arguments_json, tool_errors
+from star.env.teacher import answer_text, tool_call_text
+from star.io import atomic_dir, read_jsonl, write_json
+
+SYSTEM = """You find phone extensions. Think in <think>...</think>, call one tool as <tool_call>{"name": "Lookup", "arguments": {"name": ...}}</tool_call>, and end with the extension in <answer>...</answer>.
+Tools: Lookup{name}."""
+SPLITS = {"train": 24, "validation": 0, "test": 6}
+
+
+class Task(BaseModel):
+    idx: int
+    name: str
+    extension: str
+    level: str = "easy"
+
+
+class Knobs(BaseModel):
+    """The filter's knobs, fixed: this domain reads no params of its own."""
+
+    max_tokens: int = 512
+    size: int = 16
+    levels: dict[str, float] = {"easy": 1.0}
+    seed: int = 0
+
+
+class PhoneEnv(ToolEnv):
+    system_prompt = SYSTEM
+
+    def __init__(self, book: dict[str, str], max_turns: int):
+        def lookup(name: str) -> str:
+            """Look up a person's phone extension.
+
+            Args:
+                name: the person's name
+            """
+            if name not in book:
+                raise ToolError(f"no one is named {name}")
+            return f"{name}: extension {book[name]}"
+
+        super().__init__([Tool(lookup, "Lookup")], max_turns=max_turns)
+
+    def prompt(self, task: Task) -> str:
+        return f"What is the extension of {task.name}?"
+
+
+class PhoneDomain(Domain):
+    name = "phone"
+    sections = ()
+
+    @property
+    def system_prompt(self) -> str:
+        return SYSTEM
+
+    @cached_property
+    def book(self) -> dict[str, str]:
+        return json.loads((self.world / "book.json").read_text())
+
+    def build_world(self, out: Path) -> dict[str, float]:
+        rng = random.Random(0)
+        names = sorted({a + b for a in ("Ka", "Lo", "Mi", "Nu", "Pe", "Ro") for b in ("da", "ven", "sa", "tor", "lin")})
+        with atomic_dir(out) as tmp:
+            write_json(tmp / "book.json", {name: str(rng.randint(100, 999)) for name in names})
+        return {"people": len(names)}
+
+    def synthesize(self, out: Path) -> dict[str, float]:
+        names = sorted(self.book)
+        random.Random(1).shuffle(names)
+        with atomic_dir(out) as tmp:
+            start = 0
+            for split, n in SPLITS.items():
+                tasks = [Task(idx=start + i, name=name, extension=self.book[name]) for i, name in enumerate(names[start : start + n])]
+                (tmp / f"{split}.jsonl").write_text("".join(t.model_dump_json() + "\n" for t in tasks))
+                start += n
+        return {f"tasks_{split}": n for split, n in SPLITS.items()}
+
+    def load_tasks(self, path: Path) -> list[Any]:
+        return [Task.model_validate(row) for row in read_jsonl(path)]
+
+    def prompt(self, task: Any) -> str:
+        return f"What is the extension of {task.name}?"
+
+    def make_env(self, task: Any, seed: int, *, max_turns: int, fault_rate: float = 0.0, policy: str = "") -> Any:
+        return PhoneEnv(self.book, max_turns)
+
+    def expert_settings(self) -> str:
+        return "phone expert"
+
+    def _row(self, env: PhoneEnv, task: Task, policy: str, sample: int) -> dict:
+        success = env.answer is not None and env.answer.strip() == task.extension
+        return {
+            "query_id": task.idx,
+            "level": task.level,
+            "sample": sample,
+            "teacher": policy,
+            "messages": env.history,
+            "tools": json.dumps(env.tool_schemas()),
+            "turns": env.turns,
+            "tool_errors": tool_errors(env.calls),
+            "truncated": env.truncated,
+            "answer": env.answer,
+            "success": success,
+            "calls": [arguments_json({"name": c.name, "arguments": c.arguments, "kind": c.kind}) for c in env.calls],
+        }
+
+    def expert_episodes(self, items: list[tuple[Any, int]]) -> list[dict]:
+        rows = []
+        for task, sample in items:
+            env = self.make_env(task, 0, max_turns=4)
+            env.reset(task)
+            env.step(tool_call_text(f"Look up {task.name}.", "Lookup", {"name": task.name}))
+            env.step(answer_text(f"The directory gives {self.book[task.name]}.", self.book[task.name]))
+            rows.append(self._row(env, task, "expert", sample))
+        return rows
+
+    def reference_episodes(self, tasks: list[Any]) -> list[dict]:
+        return self.expert_episodes([(t, 0) for t in tasks])
+
+    def trajectory_metrics(self, rows: list[dict]) -> tuple[dict, dict[str, float]]:
+        metrics = {"episodes": len(rows), "success_rate": sum(r["success"] for r in rows) / max(len(rows), 1)}
+        return metrics, metrics
+
+    def filter_params(self) -> BaseModel:
+        return Knobs()
+
+    def judge(self, row: dict) -> bool:
+        return bool(row["success"])
+
+    def base_texts(self, rows: list[dict], tool_schemas: bool) -> list[str]:
+        from star.models.tiny import corpus_from_trajectories
+
+        return corpus_from_trajectories([r["messages"] for r in rows], json.loads(rows[0]["tools"]), SYSTEM)
+
+    def entity_names(self) -> list[str]:
+        return sorted(self.book)
+
+    def rubric(self, grpo: Any) -> Rubric:
+        def score(task: Task, env: PhoneEnv, step: int) -> dict[str, float]:
+            right = float(env.answer is not None and env.answer.strip() == task.extension)
+            return {"reward": right, "success": right, "truncated": float(env.truncated or env.answer is None)}
+
+        return score
+
+    def policy_row(self, task: Any, env: Any, trajectory: Any, policy: str) -> dict:
+        return self._row(env, task, policy, 0)
+
+    def report(self, rows: list[dict]) -> dict:
+        return {"accuracy": sum(r["success"] for r in rows) / max(len(rows), 1), "episodes": len(rows)}
+
+
+DOMAIN = PhoneDomain
