@@ -17,9 +17,6 @@ PACKAGES = ("star", "flows", "stages")
 # A directory: each stage run writes there the project files it imported, so a test can
 # check them against the stage's deps in dvc.yaml (tests/test_pipeline_micro.py).
 RECORD_IMPORTS = "STAR_RECORD_IMPORTS"
-# Where the data splits live: a stage argument naming a .jsonl file in one of these is
-# a file the stage reads, logged as a dataset input of its MLflow run.
-DATASET_DIRS = ("data/queries", "data/sft", "data/qa/questions", "data/qa/sft")
 # The variables that give a process its global rank under torchrun (`accelerate launch`) or MPI.
 RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK", "PMI_RANK")
 
@@ -47,6 +44,11 @@ LAYOUTS = {
         "qa_", Path("data/qa/corpus"), Path("data/qa/questions"), Path("data/qa/trajectories"), Path("data/qa/sft"), Path("models/qa"), Path("data/qa/infer"), Path("reports/qa")
     ),
 }
+
+
+# Where the data splits live: a stage argument naming a .jsonl file in one of these is
+# a file the stage reads, logged as a dataset input of its MLflow run.
+DATASET_DIRS = tuple(path.as_posix() for where in LAYOUTS.values() for path in (where.tasks, where.sft))
 
 
 def layout(domain: str) -> Layout:
