@@ -31,7 +31,7 @@ class QADomain(Domain):
         return QATools(SearchIndex.load(self.world / "index"), top_k=self.qa.top_k, max_words=self.qa.max_words)
 
     def loaded(self) -> QADomain:
-        self.tools  # noqa: B018 (loads the index)
+        self.tools  # loads the index, so a pickled copy carries it
         return self
 
     def build_world(self, out: Path) -> dict[str, float]:

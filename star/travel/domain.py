@@ -42,7 +42,7 @@ class TravelDomain(Domain):
         return index_for(self.sandbox)
 
     def loaded(self) -> TravelDomain:
-        self.sandbox  # noqa: B018 (loads it)
+        self.sandbox  # loads it, so a pickled copy carries it
         return self
 
     def __getstate__(self) -> dict:
