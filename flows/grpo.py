@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import inspect
 from pathlib import Path
 
@@ -19,9 +20,8 @@ from star.tracking import log_model
 def checkpoint_fingerprint(grpo: GRPOStageParams, env: EnvParams, model: ModelParams, domain: Domain, tasks: Path, sft_set: Path, sft: Path) -> str:
     """What a checkpoint belongs to: the params, the training tasks, the SFT set and model, and the
     trainer's and the domain's code. Any change starts GRPO afresh instead of resuming."""
-    import star.train.grpo
-
-    code = (Path(star.train.grpo.__file__), Path(inspect.getfile(type(domain))))
+    trainer = [Path(importlib.util.find_spec(f"star.train.{name}").origin) for name in ("grpo", "offpolicy", "samplers")]
+    code = (*trainer, Path(inspect.getfile(type(domain))))
     settings = grpo.model_dump_json() + env.model_dump_json() + model.model_dump_json() + "".join(p.model_dump_json() for p in domain.params.values())
     return hashlib.sha256((settings + content_digest(tasks, sft_set, sft, *code)).encode()).hexdigest()[:12]
 

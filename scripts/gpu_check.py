@@ -18,6 +18,12 @@ second, step times (the median over the steps after the first, which warms up)
 and peak memory (torch.cuda.max_memory_allocated per phase; on CPU the
 process's peak RSS, ru_maxrss).
 
+Where vLLM is importable, the same GRPO runs again with `backend: vllm` (an
+engine in this process, synced after every step): its step and generation
+times and its sampler/trainer mismatch join the JSON line. The GPU machine
+this project is sometimes lent has no vLLM and no network to install it (a
+wheel of about 500 MB), so there the line says it was not run.
+
 `--device cpu --small` runs the same code path with a tiny model and a few
 short steps, in well under a minute; the tests run it.
 
@@ -32,6 +38,7 @@ Usage: python scripts/gpu_check.py [--device cuda|cpu|auto] [--small] [--sft-ste
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import resource
@@ -64,6 +71,12 @@ SIZES: dict[str, dict[str, int]] = {
 }
 
 
+def step_seconds(logs: list[tuple[float, dict[str, float]]], start: float) -> list[float]:
+    """Seconds between the logs of consecutive GRPO steps, the first counted from `start`."""
+    times = [start] + [t for t, m in logs if "train/loss" in m]
+    return [b - a for a, b in zip(times, times[1:])]
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=["cuda", "cpu", "auto"], default="cuda", help="cuda (fails without a GPU) | cpu | auto: cuda when available")
@@ -73,6 +86,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--grpo-steps", type=int, help="GRPO steps (default: 5, small: 2)")
     parser.add_argument("--fp32", action="store_true", help="train in fp32 instead of bf16 mixed precision")
     parser.add_argument("--wheels", type=Path, default=Path(os.environ.get("STAR_WHEELS", ROOT / "wheels")), help="wheels of missing packages (default: $STAR_WHEELS, else wheels/)")
+    parser.add_argument("--no-vllm", action="store_true", help="skip the GRPO run with vLLM rollouts even where vLLM is importable")
     parser.add_argument("--out", type=Path, help="also write the JSON line to this file")
     return parser.parse_args(argv)
 
@@ -256,26 +270,39 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         sft_step_s = [b[0] - a[0] for a, b in zip(sft_steps_logged, sft_steps_logged[1:])]
         sft_tps = [m["tokens_per_second"] for _, m in sft_steps_logged if "tokens_per_second" in m]
 
-        # GRPO: star.train.grpo.train_grpo from the SFT model.
-        grpo_logs: list[tuple[float, dict[str, float]]] = []
-        grpo_params = GRPOParams(
-            algorithm="grpo", steps=grpo_steps, num_generations=size["generations"], queries_per_step=size["queries_per_step"],
-            max_turns=size["max_turns"], max_new_tokens=size["max_new_tokens"], max_total_tokens=size["max_total_tokens"],
-            learning_rate=1e-5, save_steps=10**6, skip_levels=[], bf16=bf16,
-        )
+        # GRPO: star.train.grpo.train_grpo from the SFT model; with vLLM importable, again with its rollouts.
+        def run_grpo(backend: str) -> tuple[dict, list, float]:
+            logs: list[tuple[float, dict[str, float]]] = []
+            params = GRPOParams(
+                algorithm="grpo", steps=grpo_steps, num_generations=size["generations"], queries_per_step=size["queries_per_step"],
+                max_turns=size["max_turns"], max_new_tokens=size["max_new_tokens"], max_total_tokens=size["max_total_tokens"],
+                learning_rate=1e-5, save_steps=10**6, skip_levels=[], bf16=bf16, backend=backend,
+            )
+            started = time.perf_counter()
+            metrics = train_grpo(
+                params, str(tmp / "sft"), queries, lambda q: q.query,
+                lambda q, seed: TravelEnv(tools, max_turns=size["max_turns"], seed=seed + q.idx),
+                Scorer(index, params), SYSTEM_PROMPT, tmp / f"grpo-{backend}", tmp / f"grpo-ckpt-{backend}",
+                log_fn=lambda metrics, step: logs.append((time.perf_counter(), metrics)),
+            )
+            return metrics, logs, started
+
         memory.reset()
-        grpo_start = time.perf_counter()
-        grpo = train_grpo(
-            grpo_params, str(tmp / "sft"), queries, lambda q: q.query,
-            lambda q, seed: TravelEnv(tools, max_turns=size["max_turns"], seed=seed + q.idx),
-            Scorer(index, grpo_params), SYSTEM_PROMPT, tmp / "grpo", tmp / "grpo-ckpt",
-            log_fn=lambda metrics, step: grpo_logs.append((time.perf_counter(), metrics)),
-        )
+        grpo, grpo_logs, grpo_start = run_grpo("transformers")
         grpo_peak = memory.gib()
+        vllm_result: dict[str, Any] = {"grpo_vllm": "not run: vLLM is not installed here"}
+        if importlib.util.find_spec("vllm") is not None and not args.no_vllm:
+            vllm_metrics, vllm_logs, vllm_start = run_grpo("vllm")
+            vllm_steps = [m for _, m in vllm_logs if "train/loss" in m]
+            vllm_result = {
+                "grpo_vllm_step_s": round(median_after_first(step_seconds(vllm_logs, vllm_start)), 4),
+                "grpo_vllm_generation_s": round(median_after_first([m["rollout/generation_seconds"] for m in vllm_steps]), 4),
+                "grpo_vllm_mismatch_abs": vllm_metrics.get("mismatch_abs"),
+                "grpo_vllm_mismatch_max_ratio": max(m["rollout/mismatch_max_ratio"] for m in vllm_steps),
+            }
 
     grpo_steps_logged = [(t, m) for t, m in grpo_logs if "train/loss" in m]
-    times = [grpo_start] + [t for t, _ in grpo_steps_logged]
-    grpo_step_s = [b - a for a, b in zip(times, times[1:])]  # the first includes loading the model
+    grpo_step_s = step_seconds(grpo_logs, grpo_start)  # the first includes loading the model
     generation_s = [m["rollout/generation_seconds"] for _, m in grpo_steps_logged]
     scoring_s = [m["rollout/scoring_seconds"] for _, m in grpo_steps_logged]
     episodes = size["generations"] * size["queries_per_step"]
@@ -319,6 +346,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "grpo_generated_tokens_per_s": round(sum(generated[later]) / sum(generation_s[later]), 1),
         "grpo_train_tokens_per_s": round(sum(step_tokens[later]) / sum(grpo_step_s[later]), 1),
         "grpo_peak_mem_gib": grpo_peak,
+        "grpo_mismatch_abs": grpo.get("mismatch_abs"),
+        **vllm_result,
         "peak_mem_gib": max(sft_peak, grpo_peak),
         "memory": memory.source,
         "total_s": round(time.perf_counter() - start, 1),

@@ -3,11 +3,13 @@
 from pathlib import Path
 
 from flows.grpo import grpo_flow, train
-from stages.common import domain_argument, layout, run_stage
+from stages.common import domain_argument, layout, run_stage, run_with_vllm, wants_vllm
 
 if __name__ == "__main__":
     domain = domain_argument()
     where = layout(domain)
+    if wants_vllm("grpo"):  # both domains read grpo.backend
+        run_with_vllm(f"{where.prefix}grpo")
     run_stage(
         f"{where.prefix}grpo", ["grpo", "env", "model"], grpo_flow, domain=domain,
         replica=train,  # the other processes under `accelerate launch`

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from flows.infer import infer_flow
-from stages.common import LAYOUTS, PROGRESS, layout, run_stage
+from stages.common import LAYOUTS, PROGRESS, layout, run_stage, run_with_vllm, wants_vllm
 
 BASELINES = {"naive_rag": "base", "base_tool_call": "base"}  # QA's baselines run the untrained base model
 
@@ -30,6 +30,8 @@ if __name__ == "__main__":
     domain, policy = sys.argv[1], sys.argv[2]
     where = layout(domain)
     name = f"{where.prefix}infer_teacher" if model_dir(domain, policy) is None else f"{where.prefix}infer@{policy}"
+    if wants_vllm("infer") and model_dir(domain, policy) is not None:
+        run_with_vllm(name)
     run_stage(
         name, ["infer", "model", "runner"], infer_flow, domain=domain, policy=policy,
         tasks=where.tasks / "test.jsonl", model_dir=model_dir(domain, policy), out=where.infer / policy,

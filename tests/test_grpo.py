@@ -1,6 +1,8 @@
+import math
 from types import SimpleNamespace
 
 import pytest
+import torch
 from pydantic import ValidationError
 
 from star.agent.hf_backend import TransformersBackend
@@ -353,3 +355,67 @@ def test_a_changed_sft_model_starts_grpo_afresh(tmp_path):
     assert fingerprint() != first
     sft_set.write_text('{"query_id": 0}\n')
     assert fingerprint(GRPOStageParams(learning_rate=0.5)) != first
+
+
+def test_mismatch_figures_cover_the_trained_tokens_only():
+    from star.train.offpolicy import mismatch
+
+    trainer = torch.tensor([[-1.0, -2.0, -3.0, -0.5]])
+    sampler = torch.tensor([[-1.1, -2.0, float("nan"), -9.0]])  # a NaN (no sampler log-probability) and a masked token
+    figures = mismatch(trainer, sampler, torch.tensor([[1, 1, 1, 0]]))
+    assert figures["mismatch_abs"] == pytest.approx(0.05)
+    assert figures["mismatch_max_ratio"] == pytest.approx(math.exp(0.1))
+    assert figures["mismatch_kl"] == pytest.approx((math.exp(0.1) - 1 - 0.1) / 2)
+    assert mismatch(trainer, sampler, torch.zeros(1, 4)) == {"mismatch_abs": 0.0, "mismatch_kl": 0.0, "mismatch_max_ratio": 1.0}
+
+
+@pytest.mark.slow
+def test_tis_weights_the_loss_by_the_truncated_ratio(tiny, tmp_path, one_torch_thread, monkeypatch):
+    """A sampler that reports every token e times likelier than the trainer finds it: the transformers backend's
+    mismatch reads 1 nat exactly, and with tis each token's gradient is scaled by min(1/e, cap), an SGD step by 1/e."""
+    from safetensors.torch import load_file
+
+    from star.train import samplers
+    from star.travel.env import SYSTEM_PROMPT, TravelEnv
+
+    base, tokenizer, queries, tools, index = tiny
+    model_dir = tmp_path / "start"
+    base.save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    backend = samplers.TrainerSampler.backend
+
+    class Overconfident:
+        def __init__(self, inner):
+            self.inner, self.token_level = inner, True
+
+        def generate(self, *args, **kwargs):
+            gens = self.inner.generate(*args, **kwargs)
+            for g in gens:
+                g.logprobs = [lp + 1.0 for lp in g.logprobs]
+            return gens
+
+    def run(correction: str, shifted: bool) -> tuple[dict, dict]:
+        monkeypatch.setattr(samplers.TrainerSampler, "backend", (lambda self, seed: Overconfident(backend(self, seed))) if shifted else backend)
+        params = GRPOParams(
+            algorithm="grpo", num_generations=4, queries_per_step=1, steps=1, learning_rate=1.0, optimizer="sgd", max_turns=2, max_new_tokens=16, max_total_tokens=512,
+            temperature=1.0, skip_levels=[], unseen_queries=False, mask_truncated_completions=False, importance_correction=correction,
+        )
+        calls = iter(range(100))
+
+        def alternate(query, env, step):
+            return {"reward": float(next(calls) % 2 == 0), "truncated": float(env.answer is None)}
+
+        out = tmp_path / f"{correction}-{shifted}"
+        metrics = train_grpo(params, str(model_dir), queries, lambda q: q.query, lambda q, seed: TravelEnv(tools, max_turns=2, seed=seed + q.idx), alternate, SYSTEM_PROMPT, out, tmp_path / f"ckpt-{out.name}")
+        return metrics, load_file(out / "model.safetensors")
+
+    start = load_file(model_dir / "model.safetensors")
+    plain, plain_weights = run("none", shifted=False)
+    assert plain["mismatch_abs"] < 1e-3 and plain["mismatch_max_ratio"] < 1.01  # the sampler is the trainer
+    shifted, none_weights = run("none", shifted=True)
+    assert shifted["mismatch_abs"] == pytest.approx(1.0, abs=1e-3) and shifted["mismatch_max_ratio"] == pytest.approx(math.exp(-1), rel=1e-2)
+    _, tis_weights = run("tis", shifted=True)
+    name = next(k for k in start if torch.count_nonzero(none_weights[k] - start[k]) > 0)
+    step_none, step_tis = none_weights[name] - start[name], tis_weights[name] - start[name]
+    assert torch.equal(none_weights[name], plain_weights[name])  # none: the sampler's numbers do not enter the loss
+    assert torch.allclose(step_tis, step_none / math.e, atol=1e-6), (step_tis.abs().max(), step_none.abs().max())

@@ -211,3 +211,28 @@ def test_a_param_change_touches_only_the_stages_that_read_it(repo, key, value, s
         assert set(json.loads(sh("dvc status --json", repo))) == stages
     finally:
         (repo / "params.yaml").write_text(original)
+
+
+def test_grpo_on_vllm_writes_a_model_and_logs_a_small_mismatch(repo, monkeypatch):
+    """The grpo stage with backend vllm: it runs itself in .venv-vllm, syncs the engine every step, logs the mismatch.
+
+    float32 on both sides, so the sampler's log-probabilities of the trained tokens
+    are the trainer's to rounding; an engine left on older weights shows ~1 here.
+    Last in this module: it leaves params.yaml with its overrides.
+    """
+    import mlflow
+    import polars as pl
+
+    vllm_python = Path(__file__).resolve().parents[1] / ".venv-vllm" / "bin" / "python"
+    assert vllm_python.is_file(), f"no {vllm_python}: build vLLM's venv with `make vllm`"
+    monkeypatch.setenv("STAR_VLLM_PYTHON", str(vllm_python))
+    flags = "-S grpo.backend=vllm -S grpo.vllm.dtype=float32 -S grpo.vllm.enforce_eager=true -S grpo.mask_truncated_completions=false"
+    out = micro(repo, f"-s grpo {flags}")
+    assert "Running stage 'grpo'" in out and (repo / "models/grpo/model.safetensors").stat().st_size > 0
+    curve = pl.read_csv(repo / "reports/train/grpo.csv")
+    assert curve.height == 2
+    assert curve["rollout_mismatch_abs"].max() < 1e-3 and curve["rollout_mismatch_max_ratio"].max() < 1.01, curve
+    run = max((r for r in mlflow_runs(repo) if r.data.tags.get("star.stage") == "grpo"), key=lambda r: r.info.start_time)
+    assert run.data.params["grpo.backend"] == "vllm"
+    history = mlflow.MlflowClient(f"sqlite:///{repo / 'mlflow.db'}").get_metric_history(run.info.run_id, "rollout/mismatch_abs")
+    assert {m.step for m in history} == {1, 2} and all(m.value < 1e-3 for m in history)  # step 2's again with the run's summary

@@ -279,25 +279,25 @@ def train_grpo(
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from transformers.trainer_utils import get_last_checkpoint
-    from trl import GRPOTrainer
 
-    from star.agent.hf_backend import TransformersBackend
     from star.agent.policy import play_tasks
     from star.agent.rollout import RolloutLimits
     from star.io import atomic_dir, write_json
     from star.train.curves import curve, write_curve
+    from star.train.offpolicy import SamplerGRPOTrainer
+    from star.train.samplers import make_sampler
 
     torch.manual_seed(params.seed)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     policy = AutoModelForCausalLM.from_pretrained(model_path)
     limits = RolloutLimits(max_turns=params.max_turns, max_new_tokens=params.max_new_tokens, max_total_tokens=params.max_total_tokens)
 
+    sampler = make_sampler(params, policy, tokenizer, model_path)
+
     def play_batch(batch: list[Any], seed: int, prefixes: list[list[str]] | None) -> list:
-        was_training = policy.training
-        policy.eval()
-        backend = TransformersBackend(policy, tokenizer, temperature=params.temperature, seed=seed)
-        played = play_tasks(backend, tokenizer, make_env, batch, limits, batch_size=len(batch), seed=seed, tools_in_prompt=tools_in_prompt, prefixes=prefixes)
-        policy.train(was_training)
+        with sampler.rolling():
+            backend = sampler.backend(seed)
+            played = play_tasks(backend, tokenizer, make_env, batch, limits, batch_size=len(batch), seed=seed, tools_in_prompt=tools_in_prompt, prefixes=prefixes)
         return [(e, t) for _, e, t in played]
 
     runner = EpisodeRunner(play_batch, tasks, score, params, text_of=text_of)
@@ -323,8 +323,9 @@ def train_grpo(
     system = [{"role": "system", "content": system_prompt}] if system_prompt else []
     dataset = Dataset.from_list([{"prompt": [*system, {"role": "user", "content": text_of(t)}]} for t in tasks])
     config = grpo_config(params, checkpoint_dir, use_cpu=not torch.cuda.is_available())
-    trainer = GRPOTrainer(
-        model=policy, reward_funcs=[env_reward], args=config, train_dataset=dataset, processing_class=tokenizer, rollout_func=runner, callbacks=[LogRollouts(), KeepRolloutSeeds()]
+    trainer = SamplerGRPOTrainer(
+        model=policy, reward_funcs=[env_reward], args=config, train_dataset=dataset, processing_class=tokenizer, rollout_func=runner, callbacks=[LogRollouts(), KeepRolloutSeeds()],
+        sync=sampler.sync, correction=params.importance_correction, cap=params.importance_cap, stats=runner.stats,
     )
     if trainer.is_fsdp_enabled or (trainer.is_deepspeed_enabled and trainer.accelerator.state.deepspeed_plugin.zero_stage == 3):
         raise ValueError("GRPO's rollouts generate with the whole weights: train it with DDP or ZeRO-2, not FSDP or ZeRO-3")
@@ -335,7 +336,10 @@ def train_grpo(
     if last is not None and (Path(last) / rollout_rng_file(process)).is_file():
         version, internal, gauss = json.loads((Path(last) / rollout_rng_file(process)).read_text())
         runner.rng.setstate((version, tuple(internal), gauss))
-    result = trainer.train(resume_from_checkpoint=last)
+    try:
+        result = trainer.train(resume_from_checkpoint=last)
+    finally:
+        sampler.close()
     trainer.accelerator.wait_for_everyone()  # every process is done with the checkpoints
     if trainer.is_world_process_zero():  # the process that writes files
         with atomic_dir(out_dir) as tmp:

@@ -21,6 +21,20 @@ class ProcessRewards(BaseModel):
     failed: float = Field(0.0, description="value of a failed call: tool error or injected fault, not the agent's fault")
 
 
+class VLLMRolloutParams(BaseModel):
+    """The vLLM engine that generates GRPO's rollouts (`backend: vllm`), created once per stage and synced every step."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="the engine's weights and activations: auto serves float32 weights in bfloat16 on CPU, the model's own dtype on GPU; float32 matches the trainer's numerics"
+    )
+    gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="GPU: the fraction of the GPU's memory the engine takes (weights and KV cache); the trainer needs the rest")
+    kv_cache_bytes: int = Field(2 << 30, ge=1 << 20, description="CPU: bytes of the engine's KV cache (vLLM's own default, most of the machine's memory, fails beside a trainer)")
+    sleep: bool = Field(False, description="GPU: free the engine's memory while the trainer updates (vLLM's sleep mode, level 1), and wake it for the next rollouts; not on CPU")
+    enforce_eager: bool = Field(False, description="no torch.compile or CUDA graphs: a faster start, slower generation")
+
+
 class GRPOParams(BaseModel):
     """Multi-turn GRPO hyperparameters."""
 
@@ -56,6 +70,18 @@ class GRPOParams(BaseModel):
         True, description="leave episodes cut by a limit out of the loss; they stay in their group's reward statistics"
     )
     temperature: float = Field(0.7, gt=0, description="sampling temperature of the rollouts")
+    backend: Literal["transformers", "vllm"] = Field(
+        "transformers",
+        description="what generates the rollouts: transformers (the trained model itself) | vllm (an engine in the trainer's process, its weights replaced in place after every optimizer step; "
+        "needs vLLM: the gpu extra, or .venv-vllm on CPU, which the stage then runs in)",
+    )
+    vllm: VLLMRolloutParams = Field(default_factory=VLLMRolloutParams, description="the vLLM engine, with backend vllm")
+    importance_correction: Literal["none", "tis"] = Field(
+        "none",
+        description="none | tis: truncated importance sampling, each trained token's loss times min(p_trainer / p_sampler, importance_cap), "
+        "for a sampler whose numerics are not the trainer's (vLLM's kernels, bf16); TRL's token_truncate",
+    )
+    importance_cap: float = Field(3.0, gt=1, description="tis: the largest importance weight a token gets (TRL's default)")
     max_turns: int = Field(12, ge=1, description="turns per episode")
     max_new_tokens: int = Field(256, ge=1, description="tokens per turn")
     max_total_tokens: int = Field(2048, ge=64, description="prompt and completion tokens per episode")
