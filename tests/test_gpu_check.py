@@ -48,6 +48,21 @@ def test_cpu_small_mode_prints_one_json_line_of_positive_figures(tmp_path):
     assert result["sft_steps"] == 3 and result["grpo_steps"] == 2
     assert result["installed"] == []  # everything is importable here: nothing to install
     assert result["vocab"] >= result["tokenizer_tokens"]
+    assert result["grpo_vllm"].startswith("not run") and 0 <= result["grpo_mismatch_abs"] < 1e-2
+
+
+@pytest.mark.slow
+def test_the_vllm_rollouts_run_where_vllm_is_importable(tmp_path):
+    """In .venv-vllm the check runs GRPO a second time with backend vllm and reports its steps and mismatch."""
+    python = ROOT / ".venv-vllm" / "bin" / "python"
+    assert python.is_file(), f"no {python}: build vLLM's venv with `make vllm`"
+    env = {**os.environ, "PYTHON": str(python), "STAR_WHEELS": str(tmp_path / "no-wheels")}
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--device", "cpu", "--small"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "grpo_vllm" not in result and result["grpo_vllm_step_s"] > 0 and result["grpo_vllm_generation_s"] > 0
+    # bf16 on both sides, different kernels: a mismatch, but a small one.
+    assert 0 < result["grpo_vllm_mismatch_abs"] < 0.5 and result["grpo_vllm_mismatch_max_ratio"] > 1
 
 
 def test_missing_packages_without_wheels_say_how_to_get_them(tmp_path):

@@ -58,6 +58,12 @@ class VLLMBackend:
 
             llm_kwargs["worker_extension_cls"] = QUALNAME
             keep = keep_cpu_weights() if cpu else keep
+            if cpu:
+                # reseed()'s per-request generators: vLLM rewinds one after a partial (chunked) prefill,
+                # which a CPU generator cannot do ("CPU Generator does not use offset"); prefill whole prompts.
+                llm_kwargs.setdefault("enable_chunked_prefill", False)
+                if "max_model_len" in llm_kwargs:
+                    llm_kwargs.setdefault("max_num_batched_tokens", max(llm_kwargs["max_model_len"], 8192))
         # One engine seed, not a per-request one: a per-request seed would make
         # identical prompts (a GRPO group) sample identical completions.
         with keep:

@@ -24,6 +24,7 @@ leaves TRL's on-policy loss as it is.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -57,7 +58,7 @@ class SamplerGRPOTrainer(GRPOTrainer):
     def __init__(self, *args: Any, sync: Callable[[Any], None], correction: str, cap: float, stats: dict[str, list[float]], **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.use_vllm = True  # TRL's switch for the machinery above; its own engine is never made
-        self.vllm_generation = _Sync(lambda: sync(self.accelerator.unwrap_model(self.model)))
+        self.vllm_generation = _Sync(lambda: self._timed_sync(sync))
         self._last_loaded_step = -1  # sync before the first rollout, a resumed run's too
         self.vllm_importance_sampling_correction = correction == "tis"
         self.vllm_importance_sampling_mode = "token_truncate"
@@ -65,6 +66,11 @@ class SamplerGRPOTrainer(GRPOTrainer):
         self.vllm_importance_sampling_clip_max = cap
         self.sampler_stats = stats
         self._measuring: dict[str, Any] | None = None
+
+    def _timed_sync(self, sync: Callable[[Any], None]) -> None:
+        start = time.perf_counter()
+        sync(self.accelerator.unwrap_model(self.model))
+        self.sampler_stats["sync_seconds"].append(time.perf_counter() - start)
 
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         self._measuring = inputs

@@ -55,9 +55,14 @@ class VLLMSampler:
         cpu = current_platform.is_cpu()
         memory = {"kv_cache_memory_bytes": engine.kv_cache_bytes} if cpu else {"gpu_memory_utilization": engine.gpu_memory_utilization}
         self.sleeps = engine.sleep and not cpu  # vLLM's sleep mode frees GPU memory; a CPU engine has none to free
+        from transformers import AutoConfig
+
+        # An episode stops starting turns at max_total_tokens; its last turn adds up to max_new_tokens.
+        longest = params.max_total_tokens + params.max_new_tokens
+        positions = getattr(AutoConfig.from_pretrained(model_path), "max_position_embeddings", None) or longest
         self.engine = VLLMBackend(
             model_path, temperature=params.temperature, seed=params.seed, trainable=True, dtype=engine.dtype, enforce_eager=engine.enforce_eager,
-            max_model_len=params.max_total_tokens + params.max_new_tokens, enable_sleep_mode=self.sleeps, **memory,
+            max_model_len=min(longest, positions), enable_sleep_mode=self.sleeps, **memory,
         )
         self.asleep = False
         self.syncs = 0
