@@ -33,4 +33,4 @@ if __name__ == "__main__":
             print(f"error: synthesize: {exc}", file=sys.stderr)
             sys.exit(2)
     else:
-        run_stage(f"{where.prefix}synthesize", [], synthesize_flow, domain=domain, out=where.tasks)
+        run_stage(f"{where.prefix}synthesize", [], synthesize_flow, domain=domain, check_inputs=True, out=where.tasks)

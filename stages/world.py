@@ -6,4 +6,4 @@ from stages.common import domain_argument, layout, run_stage
 if __name__ == "__main__":
     domain = domain_argument()
     where = layout(domain)
-    run_stage(f"{where.prefix}world", [], world_flow, domain=domain, out=where.world)
+    run_stage(f"{where.prefix}world", [], world_flow, domain=domain, check_inputs=True, out=where.world)

@@ -6,7 +6,7 @@ import hashlib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from star.io import read_jsonl, write_jsonl
 
@@ -41,12 +41,27 @@ class Question(BaseModel):
     qid: str = ""  # the id in the source dataset, if any
     # Search queries that reach the supporting passages, in order (the expert's script).
     plan: list[str] = Field(default_factory=list)
+    # Other gold answers (MuSiQue's answer_aliases, 2Wiki's id_aliases.json): EM and F1 take the best match.
+    aliases: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _level(self) -> Question:
         if not self.level:
             self.level = f"{self.hops}hop"
         return self
+
+    @model_serializer(mode="wrap")
+    def _without_empty_aliases(self, handler: SerializerFunctionWrapHandler) -> dict:
+        # Questions without aliases (every synthetic one) dump exactly as before the field existed.
+        data = handler(self)
+        if not self.aliases:
+            data.pop("aliases", None)
+        return data
+
+    @property
+    def golds(self) -> list[str]:
+        """The answer and its aliases, each once."""
+        return list(dict.fromkeys([self.answer, *self.aliases]))
 
 
 def save_questions(path: str | Path, questions: list[Question]) -> None:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-import random
+import logging
 import time
 from functools import cached_property
 from pathlib import Path
@@ -14,11 +14,17 @@ from star.domain import Domain, Rubric
 from star.io import atomic_dir
 
 SPLITS = ("train", "validation", "test")
+log = logging.getLogger(__name__)
+
+
+def _skipped(dataset: Any) -> dict[str, float]:
+    return {f"skipped_{why}": n for why, n in dataset.skipped.items()}
 
 
 class QADomain(Domain):
     name = "qa"
     sections = ("qa",)
+    checked: Any = None  # the public file, once check_inputs has read it
 
     @property
     def qa(self) -> Any:
@@ -36,44 +42,69 @@ class QADomain(Domain):
 
     def build_world(self, out: Path) -> dict[str, float]:
         from star.qa.data import save_passages
-        from star.qa.loaders import LOADERS
-        from star.qa.search import SearchIndex
+        from star.qa.loaders import load_dataset
+        from star.qa.search import SearchIndex, retrieval_hits
         from star.qa.world import build_world
 
+        dataset = None
         with atomic_dir(out) as tmp:
             if self.qa.source == "synthetic":
                 world = build_world(self.qa.world)
                 world.save(tmp)
                 passages = world.passages()
             else:
-                _, passages = LOADERS[self.qa.source](self.qa.path)
+                self._warn_ignored("world")
+                dataset = self.checked or load_dataset(self.qa.source, self.qa.path)
+                passages = dataset.passages
             save_passages(tmp / "passages.jsonl", passages)
             start = time.perf_counter()
-            SearchIndex.build(passages).save(tmp / "index")
+            index = SearchIndex.build(passages)
+            index.save(tmp / "index")
             seconds = time.perf_counter() - start
-        return {"passages": len(passages), "index_build_seconds": seconds}
+        metrics = {"passages": len(passages), "index_build_seconds": seconds}
+        if dataset is not None:  # how well BM25 finds the gold passages, the figures the expert's searches depend on
+            metrics.update({"questions": len(dataset.questions), **_skipped(dataset)})
+            metrics.update(retrieval_hits(index, dataset.questions, self.qa.top_k))
+        return metrics
+
+    def check_inputs(self) -> None:
+        """Read a public file before a stage's work begins, so a bad one (or one too small for the
+        splits asked for) stops it with one line (a DatasetError)."""
+        from star.qa.loaders import load_dataset, split_counts
+
+        if self.qa.source != "synthetic":
+            self.checked = load_dataset(self.qa.source, self.qa.path)
+            split_counts(len(self.checked.questions), self.qa.questions.sizes, str(self.qa.path), warn=False)
+
+    def _warn_ignored(self, *keys: str) -> None:
+        """Knobs of the synthetic source that a public file does not use: a warning when they are not their defaults."""
+        from star.qa.specs import QAWorldSpec, QuestionSpec
+
+        defaults = {"world": QAWorldSpec(), "hops": QuestionSpec().hops, "kinds": QuestionSpec().kinds}
+        for key in keys:
+            value = self.qa.world if key == "world" else getattr(self.qa.questions, key)
+            if value != defaults[key]:
+                name = "qa.world" if key == "world" else f"qa.questions.{key}"
+                log.warning("%s applies to the synthetic source only; %s takes %s as it is, so it is ignored", name, self.qa.source, self.qa.path)
 
     def synthesize(self, out: Path) -> dict[str, float]:
         from star.qa.data import save_questions
-        from star.qa.loaders import LOADERS
+        from star.qa.loaders import load_dataset, split_questions
         from star.qa.synthesize import synthesize_questions
         from star.qa.world import KnowledgeWorld
 
+        metrics: dict[str, float] = {}
         if self.qa.source == "synthetic":
             splits = synthesize_questions(KnowledgeWorld.load(self.world), self.qa.questions)
         else:
-            # A public file is one pool: shuffled by seed, then cut to the split sizes.
-            questions, _ = LOADERS[self.qa.source](self.qa.path)
-            random.Random(self.qa.questions.seed).shuffle(questions)
-            splits, start = {}, 0
-            for split in SPLITS:
-                n = self.qa.questions.sizes.get(split, 0)
-                splits[split] = questions[start : start + n]
-                start += n
+            self._warn_ignored("hops", "kinds")
+            dataset = self.checked or load_dataset(self.qa.source, self.qa.path)
+            splits = split_questions(dataset.questions, self.qa.questions.sizes, self.qa.questions.seed, str(self.qa.path))
+            metrics = {"questions_available": len(dataset.questions), **_skipped(dataset)}
         with atomic_dir(out) as tmp:
             for split in SPLITS:
                 save_questions(tmp / f"{split}.jsonl", splits.get(split, []))
-        metrics: dict[str, float] = {f"questions_{s}": len(splits.get(s, [])) for s in SPLITS}
+        metrics.update({f"questions_{s}": len(splits.get(s, [])) for s in SPLITS})
         for question in splits.get("train", []):
             metrics[f"train_{question.level}"] = metrics.get(f"train_{question.level}", 0) + 1
         return metrics
@@ -133,6 +164,8 @@ class QADomain(Domain):
             "mean_turns": sum(r["turns"] for r in rows) / n,
             "success_rate": sum(r["success"] for r in rows) / n,
         }
+        if any(r["source"] != "synthetic" for r in rows):  # a public file: how often the expert found no evidence to answer from
+            metrics["unknown_rate"] = sum(r["answer"] == "unknown" for r in rows) / n
         return metrics, metrics
 
     def filter_params(self) -> Any:

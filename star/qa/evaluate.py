@@ -7,16 +7,17 @@ from collections import defaultdict
 from typing import Any
 
 from star.qa.data import Question
-from star.qa.metrics import exact_match, f1_score
+from star.qa.metrics import answer_scores
 from star.qa.search import SearchIndex, render
 
 NAIVE_RAG_SYSTEM_PROMPT = "Answer the question from the passages. Reply with a short answer in <answer>...</answer>."
 
 
 def score_answer(question: Question, answer: str | None) -> dict[str, float]:
+    """EM and F1 as the official script of the question's dataset scores them, aliases included."""
     if answer is None:
         return {"em": 0.0, "f1": 0.0}
-    return {"em": exact_match(answer, question.answer), "f1": f1_score(answer, question.answer)}
+    return answer_scores(answer, question.golds, question.source)
 
 
 def _mean(rows: list[dict[str, Any]]) -> dict[str, float]:

@@ -1,15 +1,23 @@
 """The scripted QA teacher, and trajectory rows in the travel distillation format.
 
-The expert searches the question's `plan` (the entity names along the hops,
-or the supporting titles of a loaded question) one call per hop, retries a
-search that fails, and answers once every planned passage has been shown to
-it; if one never was, it answers "unknown" rather than guess. Its thoughts
-quote where each name comes from (the sentence of the last passage that
-names it, or the question's words before it) and the sentences that decide
-the answer, so every name it writes repeats text just before it: a small
-model learns to copy such exact repeats long before it learns lookups. With
-`mistake_rate` it spoils that share of answers on purpose, so filtering has
-work to do.
+On the synthetic world the expert searches the question's `plan` (the entity
+names along the hops) one call per hop, retries a search that fails, and
+answers once every planned passage has been shown to it; if one never was,
+it answers "unknown" rather than guess. Its thoughts quote where each name
+comes from (the sentence of the last passage that names it, or the question's
+words before it) and the sentences that decide the answer, so every name it
+writes repeats text just before it: a small model learns to copy such exact
+repeats long before it learns lookups. With `mistake_rate` it spoils that
+share of answers on purpose, so filtering has work to do.
+
+On a public dataset (`_public_episode`) titles are not unique and other pages
+outrank the one searched for, so the expert works passage by passage: for
+each gold passage (in hop order) it searches its title, then the title with
+the question's words, then the question as written (search.QUERIES), until
+that very passage (not one with the same title) is shown, within the turns
+left. It answers only when every gold passage was shown and the answer (or
+an alias) is written in one of them (yes/no answers aside); otherwise
+"unknown", which filtering drops.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from star.qa.data import Question
 from star.qa.env import QAEnv
 from star.qa.evaluate import score_answer
 from star.qa.metrics import normalize_answer
-from star.qa.search import QATools
+from star.qa.search import QUERIES, QATools
 
 MAX_RETRIES = 3  # per search, when the tool fails transiently
 
@@ -44,6 +52,8 @@ class QAExpert:
 
     def episode(self, env: QAEnv, question: Question, rng: random.Random) -> None:
         mistake = rng.random() < self.mistake_rate  # drawn first, so it depends on the seed only
+        if question.source != "synthetic":
+            return _public_episode(env, question, mistake, rng)
         plan = question.plan or [question.question]
         read: dict[str, str] = {}  # title -> text of every passage shown so far
         complete = True
@@ -123,8 +133,10 @@ def _compare(names: list[str], sentences: list[str], question: str) -> str:
     The verdict lists "earlier X, later Y", and the word the question asks
     for is restated before the answer, so the answer is the name that follows it.
     """
-    years = [re.search(r"\b\d+\b", s).group() for s in sentences]
-    a, b = years
+    found = [re.search(r"\b\d+\b", s) for s in sentences]
+    if not all(found):  # a digit but no number ("the late 19th century"): nothing to compare
+        return ""
+    a, b = (m.group() for m in found)
     if len(a) != len(b) or a == b:
         return ""
     steps = []
@@ -136,6 +148,84 @@ def _compare(names: list[str], sentences: list[str], question: str) -> str:
     asked = re.search(r"\b(earlier|later)\b", question)
     verdict = f"The question asks {asked[1]}: {first if asked[1] == 'earlier' else second}. " if asked else ""
     return f"{names[0]} {a} or {names[1]} {b}? {', '.join(steps)}: earlier {first}, later {second}. {verdict}"
+
+
+def _public_episode(env: QAEnv, question: Question, mistake: bool, rng: random.Random) -> None:
+    """A question of a public dataset: search until each gold passage itself is shown, answer only from what was."""
+    tools = env.qa_tools
+    gold = [tools.index.by_id[pid] for pid in question.supporting if pid in tools.index.by_id]
+    shown: list[str] = []  # observation lines, each once, in the order seen
+    asked: set[str] = set()
+    complete = True
+    for n, passage in enumerate(gold):
+        line = tools.render(passage)
+        if line in shown:  # an earlier search showed it already
+            continue
+        found = False
+        for name, make in QUERIES.items():
+            query = make(passage.title, question.question)
+            if query in asked:
+                continue
+            asked.add(query)
+            thought = _why(name, passage.title, question.question, shown, first=not n and not shown)
+            for attempt in range(MAX_RETRIES + 1):
+                if env.turns >= env.max_turns - 1:  # keep the last turn for the answer
+                    break
+                observation = env.step(tool_call_text(thought if not attempt else f"The search failed. Try {query} again.", "Search", {"query": query})).observation
+                if not _failed(observation):
+                    shown.extend(x for x in observation.splitlines() if x not in shown)
+                    break
+            found = line in shown
+            if found or env.turns >= env.max_turns - 1:
+                break
+        complete = complete and found
+        if not complete:  # one gold passage out of reach: the rest cannot make the answer evidence-based
+            break
+    if not gold and env.turns < env.max_turns - 1:  # no gold passage in the corpus: the question as written, once
+        observation = env.step(tool_call_text(f"Now: {question.question} Search the question.", "Search", {"query": question.question})).observation
+        shown = observation.splitlines() if not _failed(observation) else []
+    evidence = [tools.render(p) for p in gold] if gold else shown
+    answer, sentence = _from_evidence(question, evidence) if complete else ("unknown", "")
+    if mistake:
+        answer = _spoil(answer, [x.partition(": ")[0] for x in shown], rng)
+    thought = f"{sentence} So the answer is {answer}." if sentence else (
+        f"So the answer is {answer}." if answer != "unknown" else "The passages shown do not give the answer. So the answer is unknown."
+    )
+    env.step(answer_text(thought, answer))
+
+
+def _why(name: str, title: str, question: str, shown: list[str], first: bool) -> str:
+    """The thought before a search: where its query comes from."""
+    if name == "title":
+        if first:
+            return f"Now: {question} Look up {title}."
+        naming = next((s for x in reversed(shown) for s in _sentences(x.partition(": ")[2]) if title in s), None)
+        return f"{naming} Next, look up {title}." if naming else f"Next, look up {title}."
+    if name == "title_question":
+        if any(x.startswith(f"{title}: ") for x in shown):  # titles repeat: a page of that name, not the passage needed
+            return f"These {title} passages are not the one needed. Search {title} with the question."
+        return f"{title} is not among the results. Search {title} with the question."
+    return "Search the question as written."
+
+
+def _contains(text: str, phrase: str) -> bool:
+    phrase = normalize_answer(phrase)
+    return bool(phrase) and f" {phrase} " in f" {normalize_answer(text)} "
+
+
+def _from_evidence(question: Question, lines: list[str]) -> tuple[str, str]:
+    """The answer and the sentence that states it, if a shown gold passage does; ("unknown", "") if none does.
+
+    yes and no are never written in a passage: they come from comparing what was shown.
+    """
+    if normalize_answer(question.answer) in ("yes", "no"):
+        return question.answer, ""
+    for gold in question.golds:  # the answer first, then its aliases
+        for line in lines:
+            if _contains(line, gold):
+                text = line.partition(": ")[2]
+                return gold, next((s for s in _sentences(text) if _contains(s, gold)), "")
+    return "unknown", ""
 
 
 def _spoil(answer: str, titles: list[str], rng: random.Random) -> str:

@@ -1,7 +1,7 @@
 """Rewards for a QA episode: outcome, format and Agent-R1 process terms.
 
-    outcome   EM or F1 of the answer against the gold answer (`outcome`),
-              0 when the format fails
+    outcome   EM or F1 of the answer against the gold answer and its aliases
+              (`outcome`), 0 when the format fails
     format    1 if the episode ended with a non-empty <answer>, else 0
     process   mean over the episode's calls of a value per call, clipped to [-1, 1]:
                 informative search   +informative  a Search whose results show a
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from star.qa.data import Question
 from star.qa.env import QAEnv
-from star.qa.metrics import exact_match, f1_score
+from star.qa.evaluate import score_answer
 from star.qa.specs import QARewardParams
 from star.train.process import call_breakdown
 
@@ -63,8 +63,8 @@ def process_score(verdicts: list[str], params: QARewardParams) -> float:
 
 def score_episode(question: Question, env: QAEnv, params: QARewardParams) -> dict[str, float]:
     formatted = env.answer is not None and bool(env.answer.strip())
-    em = exact_match(env.answer, question.answer) if formatted else 0.0
-    f1 = f1_score(env.answer, question.answer) if formatted else 0.0
+    scores = score_answer(question, env.answer) if formatted else {"em": 0.0, "f1": 0.0}  # aliases count, as in evaluation
+    em, f1 = scores["em"], scores["f1"]
     outcome = em if params.outcome == "em" else f1
     process = process_score(call_verdicts(question, env), params)
     return {

@@ -91,6 +91,33 @@ class SearchIndex:
         return [self.passages[i] for i in self.ranked(query, k)]
 
 
+# The queries whose reach `retrieval_hits` measures, for a gold passage of a question (the expert's, in its order).
+QUERIES = {
+    "title": lambda title, question: title,
+    "title_question": lambda title, question: f"{title} {question}",
+    "question": lambda title, question: question,
+}
+
+
+def retrieval_hits(index: SearchIndex, questions: list, k: int, limit: int = 1000) -> dict[str, float]:
+    """Share of gold passages BM25 ranks in the top k, searched by each of `QUERIES`, and by any of them
+    (`retrieval/any_top{k}`): on the first `limit` questions, so a large file stays quick."""
+    position = {p.id: i for i, p in enumerate(index.passages)}
+    hits = {name: 0 for name in [*QUERIES, "any"]}
+    total = 0
+    for question in questions[:limit]:
+        for pid in question.supporting:
+            if pid not in position:
+                continue
+            total += 1
+            title = index.passages[position[pid]].title
+            found = [position[pid] in index.ranked(make(title, question.question), k) for make in QUERIES.values()]
+            for name, hit in zip(QUERIES, found):
+                hits[name] += hit
+            hits["any"] += any(found)
+    return {f"retrieval/{name}_top{k}": n / max(total, 1) for name, n in hits.items()} | {"retrieval/passages": total}
+
+
 def render(passage: Passage, max_words: int | None = None) -> str:
     """One observation line; long passages (loaded datasets) cut at `max_words`."""
     words = passage.text.split()
