@@ -27,31 +27,10 @@ from pathlib import Path  # noqa: E402
 import polars as pl  # noqa: E402
 import torch  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from vllm_engine import tiny_model  # noqa: E402  the built-in model's default shape with large random weights
+
 STEPS = 3
-
-
-def livelier_tiny(out: Path, world, tools, queries) -> Path:
-    """The built-in model's default shape with large random weights, so greedy output depends on the prompt."""
-    from transformers import AutoModelForCausalLM
-
-    from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
-    from star.travel.distill import ExpertTeacher, run_episode
-    from star.travel.env import TravelEnv
-    from star.travel.expert import Expert
-    from star.travel.sandbox_index import index_for
-    from star.travel.synthetic import entity_names
-
-    index = index_for(world)
-    rows = [run_episode(ExpertTeacher(Expert()), tools, index, q, 0, seed=0, max_turns=30, fault_rate=0.0) for q in queries[:20]]
-    make_tiny(out, corpus_from_trajectories([r["messages"] for r in rows], TravelEnv(tools).tool_schemas()), entity_names(world), TinySpec())
-    model = AutoModelForCausalLM.from_pretrained(out)
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 2:
-                p.copy_(torch.randn(p.shape, generator=generator) * 0.3)
-    model.save_pretrained(out)
-    return out
 
 
 def main() -> None:
@@ -70,7 +49,7 @@ def main() -> None:
     queries = Synthesizer(world, SynthesisSpec(sizes={"train": 24, "validation": 0, "test": 0})).run()["train"]
     tools = TravelTools(world)
     tmp = Path(tempfile.mkdtemp())
-    start = livelier_tiny(tmp / "start", world, tools, queries)
+    start = tiny_model(tmp / "start")
     params = GRPOParams(
         algorithm="grpo", backend="vllm", vllm=VLLMRolloutParams(dtype="float32", enforce_eager=True), num_generations=4, queries_per_step=2, steps=STEPS, save_steps=1,
         learning_rate=3e-3, max_turns=2, max_new_tokens=16, max_total_tokens=1024, temperature=1.0, skip_levels=[], unseen_queries=False, mask_truncated_completions=False,

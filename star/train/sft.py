@@ -169,6 +169,8 @@ def _split(rows: list[dict[str, Any]], fraction: float, seed: int) -> tuple[list
 
 def sft_config(params: SFTParams, checkpoint_dir: Path, has_eval: bool) -> SFTConfig:
     cpu = not torch.cuda.is_available()
+    # transformers 5.24 renamed gradient_checkpointing; .venv-vllm's (vLLM pins <5.20) has the old name only.
+    checkpointing = "activation_checkpointing" if "activation_checkpointing" in SFTConfig.__dataclass_fields__ else "gradient_checkpointing"
     return SFTConfig(
         output_dir=str(checkpoint_dir),
         learning_rate=params.learning_rate,
@@ -182,8 +184,7 @@ def sft_config(params: SFTParams, checkpoint_dir: Path, has_eval: bool) -> SFTCo
         weight_decay=params.weight_decay,
         lr_scheduler_type=params.lr_scheduler,
         bf16=params.bf16,
-        activation_checkpointing=params.gradient_checkpointing,
-        activation_checkpointing_kwargs={"use_reentrant": False} if params.gradient_checkpointing else None,
+        **{checkpointing: params.gradient_checkpointing, f"{checkpointing}_kwargs": {"use_reentrant": False} if params.gradient_checkpointing else None},
         packing=params.packing,
         logging_steps=params.logging_steps,
         logging_first_step=True,
