@@ -366,7 +366,8 @@ def test_mismatch_figures_cover_the_trained_tokens_only():
     assert figures["mismatch_abs"] == pytest.approx(0.05)
     assert figures["mismatch_max_ratio"] == pytest.approx(math.exp(0.1))
     assert figures["mismatch_kl"] == pytest.approx((math.exp(0.1) - 1 - 0.1) / 2)
-    assert mismatch(trainer, sampler, torch.zeros(1, 4)) == {"mismatch_abs": 0.0, "mismatch_kl": 0.0, "mismatch_max_ratio": 1.0}
+    assert figures["mismatch_tokens"] == 2
+    assert mismatch(trainer, sampler, torch.zeros(1, 4)) == {"mismatch_abs": 0.0, "mismatch_kl": 0.0, "mismatch_max_ratio": 1.0, "mismatch_tokens": 0}
 
 
 @pytest.mark.slow

@@ -12,7 +12,9 @@ extra pass):
 - `mismatch_abs`: the mean |log p_trainer - log p_sampler|;
 - `mismatch_kl`: KL(sampler || trainer), estimated from the sampled tokens
   with the k3 estimator (r - 1 - log r, r = p_trainer / p_sampler);
-- `mismatch_max_ratio`: the largest p_trainer / p_sampler of a token.
+- `mismatch_max_ratio`: the largest p_trainer / p_sampler of a token;
+- `mismatch_tokens`: how many tokens they cover (0: none trained, and the
+  three read 0, 0 and 1).
 
 With the transformers backend the sampler is the trained model itself and
 these sit near 0 (only kernel and padding numerics differ); with vLLM they
@@ -36,9 +38,10 @@ def mismatch(trainer_logps: torch.Tensor, sampler_logps: torch.Tensor, mask: tor
     """The sampler/trainer mismatch over the tokens where `mask` is set (tokens without a sampler log-probability, NaN, are left out)."""
     keep = mask.bool() & ~torch.isnan(sampler_logps)
     log_ratio = (trainer_logps - sampler_logps)[keep].double()
-    if log_ratio.numel() == 0:
-        return {"mismatch_abs": 0.0, "mismatch_kl": 0.0, "mismatch_max_ratio": 1.0}
+    if log_ratio.numel() == 0:  # nothing trains this step (every episode cut and masked): nothing to compare
+        return {"mismatch_abs": 0.0, "mismatch_kl": 0.0, "mismatch_max_ratio": 1.0, "mismatch_tokens": 0}
     return {
+        "mismatch_tokens": log_ratio.numel(),
         "mismatch_abs": log_ratio.abs().mean().item(),
         "mismatch_kl": (log_ratio.exp() - 1 - log_ratio).mean().item(),
         "mismatch_max_ratio": log_ratio.max().exp().item(),
