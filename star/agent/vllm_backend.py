@@ -48,8 +48,10 @@ class VLLMBackend:
         if cpu:
             if "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
                 llm_kwargs.setdefault("kv_cache_memory_bytes", self.cpu_kv_cache_bytes)
-        if cpu or trainable:
+        if trainable:  # the weights pass as tensors to a worker in this process
             os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        elif cpu:
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         # Log-probabilities after temperature, as TRL's GRPO expects them.
         llm_kwargs.setdefault("logprobs_mode", "processed_logprobs")
         keep = contextlib.nullcontext()
