@@ -71,20 +71,5 @@ def keep_cpu_weights() -> Iterator[None]:
 
 
 def trained_weights(model: Any) -> list[tuple[str, Any]]:
-    """The trainer model's weights as vLLM's loader takes them: Hugging Face names, detached tensors.
-
-    A PEFT model's adapters are merged into a copy of each weight first, so
-    the engine serves what the trainer's forward pass computes.
-    """
-    peft = getattr(model, "merge_adapter", None)
-    if peft is not None:
-        model.merge_adapter()
-        try:
-            return [(_base_name(n), p.detach().clone()) for n, p in model.named_parameters() if "lora_" not in n]
-        finally:
-            model.unmerge_adapter()
+    """The trainer model's weights as vLLM's loader takes them: Hugging Face names, detached tensors."""
     return [(n, p.detach()) for n, p in model.named_parameters()]
-
-
-def _base_name(name: str) -> str:
-    return name.removeprefix("base_model.model.").replace(".base_layer", "")

@@ -65,7 +65,6 @@ class VLLMSampler:
             max_model_len=min(longest, positions), enable_sleep_mode=self.sleeps, **memory,
         )
         self.asleep = False
-        self.syncs = 0
 
     def _wake(self) -> None:
         if self.asleep:
@@ -75,7 +74,6 @@ class VLLMSampler:
     def sync(self, model: Any) -> None:
         self._wake()
         self.engine.load_weights(model)
-        self.syncs += 1
 
     @contextlib.contextmanager
     def rolling(self) -> Iterator[None]:
