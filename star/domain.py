@@ -23,8 +23,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-# (task, env, step) -> named reward terms, each logged: "reward" is what trains, and "truncated"
-# (1.0 for an episode cut by a limit or without an answer) keeps it out of the loss.
+# (task, env, step) -> named reward terms, each logged: "reward" is what trains. Whether an episode
+# was cut (and so kept out of the loss) is the rollout engine's call, not the rubric's.
 Rubric = Callable[[Any, Any, int], dict[str, float]]
 
 

@@ -13,6 +13,7 @@ from star.train.grpo import EpisodeRunner, episode_end, train_grpo, zero_varianc
 from star.train.grpo_params import GRPOParams, ProcessRewards
 from star.train.process import process_reward
 from star.travel.distill import ExpertTeacher, run_episode
+from star.travel.env import SYSTEM_PROMPT
 from star.travel.expert import Expert
 from star.travel.play import play
 from star.travel.rewards import Scorer
@@ -151,6 +152,36 @@ def test_runner_masks_every_observation_token(tiny):
     assert set(runner.stats) >= {"fault_rate", "invalid_rate", "error_rate", "recovery_rate", "generation_seconds", "scoring_seconds"}
 
 
+def test_an_episode_the_engine_cut_is_masked_whatever_the_rubric_says(tiny):
+    """A rubric that reads only the env's own turn limit (as QA's once did) calls an episode the
+    engine cut at its token budget finished; TRL must still see it as cut, never ending in eos."""
+    model, tokenizer, queries, tools, index = tiny
+    params = GRPOParams(algorithm="grpo", num_generations=2, max_turns=8, max_new_tokens=24)
+    prompt = len(tokenizer.apply_chat_template([{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": queries[0].query}], tokenize=True, return_dict=False))
+    limits = RolloutLimits(max_turns=8, max_new_tokens=24, max_total_tokens=prompt + 160)  # a few turns, then the budget
+    played = []
+
+    def play_batch(batch, seed, prefixes):
+        backend = TransformersBackend(model, tokenizer, temperature=1.0, seed=seed)
+        played.extend(play(backend, tokenizer, tools, batch, limits, batch_size=len(batch), seed=seed, progress=False))
+        return [(e, t) for _, e, t in played[-len(batch) :]]
+
+    def env_only(query, env, step):
+        return {"reward": 0.0, "truncated": float(env.truncated)}
+
+    runner = EpisodeRunner(play_batch, queries, env_only, params)
+    prompts = [[{"role": "user", "content": q.query}] for q in queries[:2] for _ in range(2)]
+    trainer = _Trainer()
+    trainer.processing_class = tokenizer
+    out = runner(prompts, trainer)
+    cut_by_budget = [t for _, e, t in played if t.truncated and not e.truncated]
+    assert cut_by_budget, "the budget should cut episodes the env itself would go on with"
+    assert all(tokenizer.eos_token_id in t.completion_ids for t in cut_by_budget)  # a tool reply's end is an eos
+    for (_, _, t), ids in zip(played, out["completion_ids"]):
+        assert t.truncated and ids[-1] != tokenizer.eos_token_id
+    assert runner.stats["truncated"] == [1.0]
+
+
 @pytest.mark.slow
 def test_arpo_groups_share_a_replayed_prefix(tiny):
     model, tokenizer, queries, tools, index = tiny
@@ -223,7 +254,7 @@ def test_one_step_raises_the_better_episodes_and_lowers_the_worse(tiny, tmp_path
     calls = iter(range(100))
 
     def alternate(query, env, step):  # every other episode is the better one
-        return {"reward": float(next(calls) % 2 == 0), "truncated": float(env.answer is None)}
+        return {"reward": float(next(calls) % 2 == 0)}
 
     runner = EpisodeRunner(play_batch, queries, alternate, params)
     seen = []
@@ -304,7 +335,7 @@ def test_a_resumed_run_replays_the_same_rollouts_and_weights(tiny, tmp_path, one
 
     def text_length(query, env, step):  # differs between sampled episodes, so every step moves the weights
         said = sum(len(m["content"]) for m in env.history if m["role"] == "assistant")
-        return {"reward": said % 5 / 4, "truncated": float(env.answer is None)}
+        return {"reward": said % 5 / 4}
 
     def run(out, ckpt, log_fn=None):
         return train_grpo(params, str(model_dir), queries, lambda q: q.query, make_env, text_length, SYSTEM_PROMPT, out, ckpt, log_fn=log_fn)
@@ -404,7 +435,7 @@ def test_tis_weights_the_loss_by_the_truncated_ratio(tiny, tmp_path, one_torch_t
         calls = iter(range(100))
 
         def alternate(query, env, step):
-            return {"reward": float(next(calls) % 2 == 0), "truncated": float(env.answer is None)}
+            return {"reward": float(next(calls) % 2 == 0)}
 
         out = tmp_path / f"{correction}-{shifted}"
         metrics = train_grpo(params, str(model_dir), queries, lambda q: q.query, lambda q, seed: TravelEnv(tools, max_turns=2, seed=seed + q.idx), alternate, SYSTEM_PROMPT, out, tmp_path / f"ckpt-{out.name}")

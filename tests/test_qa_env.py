@@ -160,7 +160,7 @@ def test_rewards_correct_wrong_and_format_failure(tools, questions):
     good = score_episode(q, play(tools, q, [search(q.plan[0]), search(q.plan[1]), answer_text("Done.", q.answer)]), params)
     assert good == {
         "reward": pytest.approx(1.2), "outcome": 1.0, "em": 1.0, "f1": 1.0, "format": 1.0, "process": 1.0,
-        "success": 1.0, "turns": 3.0, "tool_error_rate": 0.0, "truncated": 0.0,
+        "success": 1.0, "turns": 3.0, "tool_error_rate": 0.0,
         "fault_rate": 0.0, "invalid_rate": 0.0, "error_rate": 0.0, "recovery_rate": 0.0,
     }
     wrong = score_episode(q, play(tools, q, [search(q.plan[0]), search(q.plan[1]), answer_text("Done.", "Nowhere")]), params)
@@ -168,7 +168,7 @@ def test_rewards_correct_wrong_and_format_failure(tools, questions):
     assert wrong["reward"] == pytest.approx(0.2)
     # never answers: cut at max_turns, no format credit, no outcome
     cut = score_episode(q, play(tools, q, [search(q.plan[0])] + [search(f"{q.plan[1]} {i}") for i in range(9)], max_turns=4), params)
-    assert (cut["format"], cut["outcome"], cut["truncated"], cut["turns"]) == (0.0, 0.0, 1.0, 4.0)
+    assert (cut["format"], cut["outcome"], cut["turns"]) == (0.0, 0.0, 4.0)
     empty = score_episode(q, play(tools, q, [search(q.plan[0]), "<answer> </answer>"]), params)
     assert (empty["format"], empty["outcome"]) == (0.0, 0.0)
 

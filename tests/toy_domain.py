@@ -153,7 +153,7 @@ class PhoneDomain(Domain):
     def rubric(self, grpo: Any) -> Rubric:
         def score(task: Task, env: PhoneEnv, step: int) -> dict[str, float]:
             right = float(env.answer is not None and env.answer.strip() == task.extension)
-            return {"reward": right, "success": right, "truncated": float(env.truncated or env.answer is None)}
+            return {"reward": right, "success": right}
 
         return score
 

@@ -60,7 +60,7 @@ def main() -> None:
 
     def text_length(query, env, step):  # differs between sampled episodes, so every step moves the weights
         said = sum(len(m["content"]) for m in env.history if m["role"] == "assistant")
-        return {"reward": said % 5 / 4, "truncated": float(env.answer is None)}
+        return {"reward": said % 5 / 4}
 
     def run(out: Path, ckpt: Path, log_fn=None) -> dict:
         return train_grpo(params, str(start), queries, lambda q: q.query, make_env, text_length, SYSTEM_PROMPT, out, ckpt, curve_path=out.with_suffix(".csv"), log_fn=log_fn)

@@ -77,5 +77,4 @@ def score_episode(question: Question, env: QAEnv, params: QARewardParams) -> dic
         "success": em,
         "turns": float(env.turns),
         **call_breakdown([c.kind for c in env.calls]),
-        "truncated": float(env.truncated),
     }

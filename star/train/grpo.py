@@ -120,12 +120,15 @@ class EpisodeRunner:
         for part in ("generation", "scoring"):
             self.stats[f"{part}_seconds"].append(self.seconds[part])
         rewards = [r["reward"] for _, _, r in results]
-        for name in results[0][2]:
-            self.stats[name].append(statistics.fmean(r[name] for _, _, r in results))
+        means = {name: statistics.fmean(r[name] for _, _, r in results) for name in results[0][2]}
+        means["truncated"] = statistics.fmean(float(t.truncated) for _, t, _ in results)  # the engine's call, below
+        for name, mean in means.items():
+            self.stats[name].append(mean)
         self.stats["reward_std"].append(statistics.pstdev(rewards))
         self.stats["completion_tokens"].append(statistics.fmean(sum(t.completion_mask) for _, t, _ in results))
         eos = trainer.processing_class.eos_token_id
-        ends = [episode_end(t, r["truncated"] > 0, eos) for _, t, r in results]
+        # The engine alone decides what was cut (a limit, or no answer), and TRL masks exactly those.
+        ends = [episode_end(t, t.truncated, eos) for _, t, _ in results]
         return {
             "prompt_ids": [t.prompt_ids for _, t, _ in results],
             "completion_ids": [t.completion_ids[:n] for (_, t, _), n in zip(results, ends)],

@@ -125,5 +125,4 @@ class Scorer:
             "hard_micro": evaluation.hard_micro if ok else 0.0,
             "turns": float(env.turns),
             **call_breakdown(kinds),
-            "truncated": float(env.truncated or env.answer is None),
         }
