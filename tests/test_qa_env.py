@@ -8,7 +8,7 @@ import pytest
 from star.env.parse import parse_action
 from star.env.teacher import answer_text, tool_call_text
 from star.qa.data import Question
-from star.qa.env import QA_SYSTEM_PROMPT, QAEnv
+from star.qa.env import BASE_TOOL_CALL_SYSTEM_PROMPT, QA_SYSTEM_PROMPT, BaseToolCallEnv, NaiveRAGEnv, QAEnv, plain_answer
 from star.qa.evaluate import aggregate, naive_rag_prompt, score_answer
 from star.qa.expert import QAExpert, run_episode, trajectory_row
 from star.qa.rewards import call_verdicts, score_episode
@@ -246,3 +246,40 @@ def test_naive_rag_prompt(tools, questions):
     assert len(user.splitlines()) == 1 + 3 + 1
     # both compared entities are named in the question, so one retrieval finds both
     assert all(f"\n{name}: " in user for name in q.plan)
+
+
+@pytest.mark.parametrize(
+    "reply, answer",
+    [
+        ("The answer is: Kamve.", "Kamve."),
+        ("So the final answer is Nurfur.", "Nurfur."),
+        ("**Answer:** 1834\nBecause Dicu was founded in 1199.", "1834"),
+        ("Tavin", "Tavin"),
+        ("The answer to this is not in the passages.", "The answer to this is not in the passages."),
+    ],
+)
+def test_plain_answer_reads_an_untagged_reply(reply, answer):
+    assert plain_answer(reply) == answer
+
+
+def test_baselines_take_a_reply_without_a_tool_call_as_the_answer(tools, questions):
+    q = two_hop(questions)
+    rag = NaiveRAGEnv(tools)
+    rag.reset(q)
+    rag.step(f"The answer is: {q.answer}.")
+    assert rag.done and not rag.truncated and score_answer(q, rag.answer)["em"] == 1.0
+    tagged = NaiveRAGEnv(tools)
+    tagged.reset(q)
+    tagged.step(f"<answer>{q.answer}</answer>")
+    assert tagged.answer == q.answer
+
+    env = BaseToolCallEnv(tools, max_turns=4)
+    env.reset(q)
+    assert env.history[0] == {"role": "system", "content": BASE_TOOL_CALL_SYSTEM_PROMPT}
+    env.step(search(q.plan[0]))  # a call goes to the tool
+    assert not env.done and env.history[-1]["role"] == "tool"
+    env.step(f"It is {q.answer}, I think. The answer is {q.answer}")
+    assert env.done and env.turns == 2 and score_answer(q, env.answer)["em"] == 1.0
+    # The project's own prompt keeps its format: an untagged reply there is an invalid turn.
+    strict = play(tools, q, [f"The answer is {q.answer}"])
+    assert strict.answer is None and not strict.done

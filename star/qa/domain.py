@@ -127,10 +127,12 @@ class QADomain(Domain):
         return self.qa.max_turns  # the env's own limit; a stage's limits may cut shorter
 
     def make_env(self, task: Any, seed: int, *, max_turns: int, fault_rate: float = 0.0, policy: str = "") -> Any:
-        from star.qa.env import NaiveRAGEnv, QAEnv
+        from star.qa.env import BaseToolCallEnv, NaiveRAGEnv, QAEnv
 
         if policy == "naive_rag":  # the baseline: one retrieval, then an answer
             return NaiveRAGEnv(self.tools)
+        if policy == "base_tool_call":
+            return BaseToolCallEnv(self.tools, max_turns=max_turns, fault_rate=fault_rate, seed=seed + task.idx)
         return QAEnv(self.tools, max_turns=max_turns, fault_rate=fault_rate, seed=seed + task.idx)
 
     def tool_schemas(self, policy: str, requested: bool) -> bool:
