@@ -328,7 +328,23 @@ def parse_section(name: str, raw: Any, source: str = "params.yaml") -> Section:
         raise ParamsError(_one_line(name, model, exc, source)) from None
 
 
+def check_token_limits(data: dict[str, Any], source: str = "params.yaml") -> None:
+    """The filter keeps trajectories for SFT to train on whole, so its token limit may not exceed SFT's:
+    SFT would cut the ends (the answers) off the longest ones."""
+    sft = parse_section("sft", data.get("sft"), source).max_length
+    limits = {
+        "filter.max_tokens": parse_section("filter", data.get("filter"), source).max_tokens,
+        "qa.filter.max_tokens": parse_section("qa", data.get("qa"), source).filter.max_tokens,
+    }
+    for key, limit in limits.items():
+        if limit > sft:
+            raise ParamsError(f"{source}: {key} = {limit} exceeds sft.max_length = {sft}: SFT would cut the longest trajectories the filter keeps; lower {key} or raise sft.max_length")
+
+
 def load_params(path: str | Path, sections: list[str]) -> dict[str, Section]:
     """Validate only the named sections; a missing section takes its defaults."""
     data = read_yaml(path)
-    return {name: parse_section(name, data.get(name), str(path)) for name in sections}
+    params = {name: parse_section(name, data.get(name), str(path)) for name in sections}
+    if {"filter", "qa", "sft"} & set(sections):  # the stages that read either limit
+        check_token_limits(data, str(path))
+    return params

@@ -61,6 +61,17 @@ def test_bad_params_name_key_value_and_rule(tmp_path, data, expect):
         assert part in message
 
 
+@pytest.mark.parametrize("section", ["filter", "qa", "sft"])
+def test_a_filter_keeping_what_sft_would_cut_is_refused(tmp_path, section):
+    path = write(tmp_path, {"filter": {"max_tokens": 4096}, "sft": {"max_length": 2048}})
+    with pytest.raises(ParamsError, match=r"filter.max_tokens = 4096 exceeds sft.max_length = 2048"):
+        load_params(path, [section])
+    path = write(tmp_path, {"qa": {"filter": {"max_tokens": 3000}}, "sft": {"max_length": 2048}})
+    with pytest.raises(ParamsError, match=r"qa.filter.max_tokens = 3000 exceeds"):
+        load_params(path, [section])
+    load_params(write(tmp_path, {"filter": {"max_tokens": 2048}, "sft": {"max_length": 2048}}), [section])
+
+
 def test_invalid_yaml_names_the_line(tmp_path):
     with pytest.raises(ParamsError, match="line 3 is not valid YAML"):
         load_params(write(tmp_path, "world:\n  source: synthetic\n  database: : :\n"), ["world"])
@@ -169,7 +180,7 @@ def test_a_dead_server_stops_a_stage_with_one_line_and_exit_3(tmp_path):
     assert not (tmp_path / "data" / "queries").exists()
 
 
-@pytest.mark.parametrize("profile", ["params.micro.yaml", "params.smollm2.yaml", "params.long.yaml", "params.travelplanner.yaml"])
+@pytest.mark.parametrize("profile", ["params.micro.yaml", "params.smollm2.yaml", "params.smollm2.qa.yaml", "params.long.yaml", "params.travelplanner.yaml"])
 def test_a_profile_over_params_yaml_is_valid(profile, tmp_path):
     from stages.profile import WHOLE
 
