@@ -359,6 +359,32 @@ def test_a_resumed_run_replays_the_same_rollouts_and_weights(tiny, tmp_path, one
     assert all(torch.equal(whole[k], resumed[k]) for k in whole), "the resumed run trained on other rollouts"
 
 
+@pytest.mark.slow
+def test_a_bf16_step_on_cpu_trains_and_saves_float32_weights(tiny, tmp_path, one_torch_thread):
+    import torch
+    from safetensors.torch import load_file
+
+    from star.travel.env import SYSTEM_PROMPT, TravelEnv
+
+    base, tokenizer, queries, tools, index = tiny
+    model_dir = tmp_path / "sft"
+    base.save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    params = GRPOParams(
+        algorithm="grpo", num_generations=2, queries_per_step=1, steps=1, max_turns=2, max_new_tokens=16, max_total_tokens=512, temperature=1.0, skip_levels=[], unseen_queries=False,
+        mask_truncated_completions=False, bf16=True, learning_rate=1e-2,
+    )
+
+    def text_length(query, env, step):
+        return {"reward": sum(len(m["content"]) for m in env.history if m["role"] == "assistant") % 5 / 4}
+
+    make_env = lambda q, seed: TravelEnv(tools, max_turns=2, seed=seed + q.idx)  # noqa: E731
+    train_grpo(params, str(model_dir), queries, lambda q: q.query, make_env, text_length, SYSTEM_PROMPT, tmp_path / "out", tmp_path / "ckpt")
+    trained, start = load_file(tmp_path / "out" / "model.safetensors"), load_file(model_dir / "model.safetensors")
+    assert {t.dtype for t in trained.values()} == {torch.float32}
+    assert any(not torch.equal(trained[k], start[k]) for k in start)
+
+
 def test_a_changed_sft_model_starts_grpo_afresh(tmp_path):
     """GRPO resumes only from checkpoints under the fingerprint of its inputs: another SFT model, SFT set,
     training task or knob is another directory, so the run starts fresh instead of resuming."""

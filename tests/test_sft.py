@@ -219,6 +219,21 @@ def test_lora_trains_and_saves_a_merged_model(tiny, rows, tmp_path):
     assert changed and all("proj" in n for n in changed)  # only the adapted linears moved
 
 
+@pytest.mark.slow
+def test_a_bf16_step_on_cpu_trains_and_saves_float32_weights(tiny, rows, tmp_path):
+    from safetensors import safe_open
+
+    params = SFTParams(**{**FAST, "max_steps": 1}, bf16=True)
+    trainer = make_trainer(tiny, rows[:2], params, tmp_path / "probe")
+    assert trainer.args.use_cpu and trainer.accelerator.mixed_precision == "bf16"  # autocast, not a bf16 model
+    train_sft(tiny, rows[:2], tmp_path / "out", params, tmp_path / "checkpoints")
+    with safe_open(str(tmp_path / "out" / "model.safetensors"), "pt") as f:
+        assert {f.get_slice(k).get_dtype() for k in f.keys()} == {"F32"}
+    trained, base = weights(tmp_path / "out"), weights(tiny)
+    assert AutoModelForCausalLM.from_pretrained(tmp_path / "out").dtype == torch.float32
+    assert any(not torch.equal(trained[k], base[k]) for k in base)
+
+
 @pytest.mark.parametrize(
     "bad, field",
     [
