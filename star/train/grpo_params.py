@@ -95,9 +95,7 @@ class GRPOParams(BaseModel):
         description="task levels left out of RL training: groups the SFT model already solves carry no advantage",
     )
     save_steps: int = Field(10, ge=1, description="steps between checkpoints")
-    bf16: bool = Field(
-        False, description="bf16 autocast over float32 weights (the saved model is float32): worth it on GPUs; on a CPU only with bf16 units (avx512_bf16, AMX), so measure first"
-    )
+    bf16: bool = Field(False, description="bf16 autocast over float32 weights (the saved model is float32): worth it on GPUs; on a CPU only with bf16 units (avx512_bf16, AMX), so measure first")
     gradient_checkpointing: bool = Field(False, description="recompute activations in the backward pass to save memory")
     seed: int = Field(0, description="seed of the rollouts and of training")
 

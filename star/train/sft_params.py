@@ -50,9 +50,7 @@ class SFTParams(BaseModel):
     lr_scheduler: Literal["linear", "cosine", "constant", "constant_with_warmup"] = Field(
         "cosine", description="learning-rate schedule after warmup: linear | cosine | constant | constant_with_warmup"
     )
-    bf16: bool = Field(
-        False, description="bf16 autocast over float32 weights (the saved model is float32): worth it on GPUs; on a CPU only with bf16 units (avx512_bf16, AMX), so measure first"
-    )
+    bf16: bool = Field(False, description="bf16 autocast over float32 weights (the saved model is float32): worth it on GPUs; on a CPU only with bf16 units (avx512_bf16, AMX), so measure first")
     gradient_checkpointing: bool = Field(False, description="recompute activations in the backward pass to save memory")
     packing: bool = Field(False, description="pack several conversations into each sequence of max_length tokens")
     logging_steps: int = Field(5, ge=1, description="steps between logged metrics")
