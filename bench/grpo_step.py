@@ -33,17 +33,15 @@ Usage: python bench/grpo_step.py [--backend transformers|vllm] [--model tiny|smo
 The last line printed is one JSON object.
 """
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
 
+from star.venvs import run_with_vllm
+
 ROOT = Path(__file__).resolve().parent.parent
-VENV_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
-if "vllm" in sys.argv and importlib.util.find_spec("vllm") is None:
-    if not VENV_PYTHON.is_file():
-        raise SystemExit(f"bench/grpo_step.py: --backend vllm needs vLLM, which is not installed here, and there is no {VENV_PYTHON}: build it with `make vllm`")
-    os.execv(VENV_PYTHON, [str(VENV_PYTHON), __file__, *sys.argv[1:]])
+if "vllm" in sys.argv:
+    run_with_vllm("bench/grpo_step.py --backend vllm", [__file__, *sys.argv[1:]], ROOT)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

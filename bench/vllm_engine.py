@@ -27,15 +27,10 @@ import os
 import sys
 from pathlib import Path
 
+from star.venvs import run_with_vllm
+
 ROOT = Path(__file__).resolve().parent.parent
-VENV_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
-
-import importlib.util  # noqa: E402
-
-if importlib.util.find_spec("vllm") is None:
-    if not VENV_PYTHON.is_file():
-        raise SystemExit(f"bench/vllm_engine.py: vLLM is not installed here and there is no {VENV_PYTHON}: build it with `make vllm`")
-    os.execv(VENV_PYTHON, [str(VENV_PYTHON), __file__, *sys.argv[1:]])
+run_with_vllm("bench/vllm_engine.py", [__file__, *sys.argv[1:]], ROOT)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

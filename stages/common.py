@@ -20,7 +20,6 @@ RECORD_IMPORTS = "STAR_RECORD_IMPORTS"
 # The variables that give a process its global rank under torchrun (`accelerate launch`) or MPI.
 RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK", "PMI_RANK")
 # The interpreter of an environment with vLLM, for stages that generate with it when this one has none.
-VLLM_PYTHON = "STAR_VLLM_PYTHON"
 
 
 PROGRESS = Path("data/.progress")  # where fanned-out stages keep their finished chunks until they end
@@ -73,20 +72,10 @@ def wants_vllm(section: str, key: str = "backend") -> bool:
 
 
 def run_with_vllm(name: str) -> None:
-    """Go on in an interpreter that has vLLM: this one, or $STAR_VLLM_PYTHON (.venv-vllm's by default, since vLLM's
-    CPU build pins its own transformers and lives in its own venv); a one-line error when there is none."""
-    import importlib.util
+    """Go on in an interpreter that has vLLM (star.venvs): this one, $STAR_VLLM_PYTHON or .venv-vllm's."""
+    from star.venvs import run_with_vllm as rerun
 
-    if importlib.util.find_spec("vllm") is not None:
-        return
-    python = Path(os.environ.get(VLLM_PYTHON, ".venv-vllm/bin/python")).absolute()
-    if not python.is_file():
-        print(f"error: {name}: backend vllm needs vLLM, which this interpreter lacks, and there is no {python}: "
-              f"`make vllm` builds .venv-vllm (vLLM's CPU build), or install the gpu extra, or set {VLLM_PYTHON}", file=sys.stderr)
-        sys.exit(2)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execv(python, [str(python), *sys.orig_argv[1:]])
+    rerun(f"{name}: backend vllm", sys.orig_argv[1:])
 
 
 def domain_argument(position: int = 1) -> str:
