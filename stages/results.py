@@ -23,6 +23,8 @@ if __name__ == "__main__":
             "travel grpo - sft final_pass": ("travel", reports / "grpo/rows.jsonl", reports / "sft/rows.jsonl"),
             "travel sft - base final_pass": ("travel", reports / "sft/rows.jsonl", reports / "base/rows.jsonl"),
             "qa grpo - sft em": ("qa", Path("data/qa/infer/qa_grpo/trajectories.jsonl"), Path("data/qa/infer/qa_sft/trajectories.jsonl")),
+            "qa sft - naive_rag em": ("qa", Path("data/qa/infer/qa_sft/trajectories.jsonl"), Path("data/qa/infer/naive_rag/trajectories.jsonl")),
+            "qa sft - base_tool_call em": ("qa", Path("data/qa/infer/qa_sft/trajectories.jsonl"), Path("data/qa/infer/base_tool_call/trajectories.jsonl")),
         },
     )
     # The parent run carries the whole configuration and the final metrics, for MLflow's compare view.
