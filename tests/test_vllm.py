@@ -55,3 +55,21 @@ def test_grpo_on_vllm_syncs_weights_every_step_and_resumes():
     assert result["synced_differ_from_start"] > 0, result
     assert result["checkpoints_after_kill"] == ["checkpoint-1"] and result["trained_moved"]
     assert result["resumed_equal_whole"], "the resumed run's weights differ from the uninterrupted run's"
+
+
+@pytest.mark.slow
+def test_the_engine_starts_in_a_process_that_holds_the_qa_search_index():
+    """QA's GRPO on vLLM imports the BM25 index first; bm25s loads numba where installed (.venv-vllm),
+    and numba's LLVM bindings made vLLM's CPU engine fail at start (its kernel rebinding scans every module)."""
+    assert VENV_PYTHON.is_file(), f"no {VENV_PYTHON}: build vLLM's venv with `make vllm`"
+    bench = ROOT / "bench" / "vllm_engine.py"
+    script = (
+        "import runpy, sys\n"
+        "import star.qa.search\n"
+        "assert 'llvmlite' not in sys.modules, 'bm25s loaded numba'\n"
+        f"sys.argv = [{str(bench)!r}, '--model', 'tiny', '--prompts', '2', '--new-tokens', '8']\n"
+        f"runpy.run_path({str(bench)!r}, run_name='__main__')\n"
+    )
+    run = subprocess.run([str(VENV_PYTHON), "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1])["prompts"] == 2

@@ -9,11 +9,29 @@ query always reads the same. Observations are one line per passage,
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
-import bm25s
 import numpy as np
-from bm25s.stopwords import STOPWORDS_EN
+
+
+def _import_bm25s():
+    """bm25s without numba, which it loads where installed (vLLM's venv has it). Scoring here is
+    numpy either way (`SearchIndex._scores`), and numba's LLVM bindings, once imported, stop vLLM's
+    CPU engine from starting (vllm 0.32 rebinds its kernels by scanning every loaded module)."""
+    if "numba" in sys.modules:
+        import bm25s
+    else:
+        sys.modules["numba"] = None  # `import numba` raises ImportError while this is set
+        try:
+            import bm25s
+        finally:
+            del sys.modules["numba"]
+    return bm25s
+
+
+bm25s = _import_bm25s()
+from bm25s.stopwords import STOPWORDS_EN  # noqa: E402
 
 from star.env.core import Tool, ToolError, ToolResult
 from star.qa.data import Passage, load_passages, save_passages
