@@ -19,7 +19,6 @@ PACKAGES = ("star", "flows", "stages")
 RECORD_IMPORTS = "STAR_RECORD_IMPORTS"
 # The variables that give a process its global rank under torchrun (`accelerate launch`) or MPI.
 RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK", "PMI_RANK")
-# The interpreter of an environment with vLLM, for stages that generate with it when this one has none.
 
 
 PROGRESS = Path("data/.progress")  # where fanned-out stages keep their finished chunks until they end
