@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup vllm chromium allocators repro test test-fast bench micro smollm2 long travelplanner ablate report gpu-wheels
+.PHONY: setup vllm chromium allocators repro test test-fast bench micro smollm2 smollm2-qa long travelplanner ablate report gpu-wheels
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -70,6 +70,12 @@ micro: setup
 # The whole DAG on SmolLM2-135M-Instruct (builtin:smollm2), stacked on the micro profile: LoRA SFT, native tool schemas (about 30 minutes on 2 CPU cores).
 smollm2: setup
 	python -m flows.serve dvc exp run $$(python -m stages.profile params.micro.yaml params.smollm2.yaml)
+
+# SmolLM2-135M-Instruct learning multi-hop QA (params.smollm2.qa.yaml, over params.yaml): LoRA SFT on the expert's
+# trajectories, GRPO with vLLM rollouts (.venv-vllm), and the untrained model's three baselines on the 100 test questions.
+SMOLLM2_QA := qa_infer@qa_sft qa_infer@qa_grpo qa_infer@qa_base qa_infer@naive_rag qa_infer@base_tool_call
+smollm2-qa: setup vllm
+	python -m flows.serve dvc exp run $$(python -m stages.profile params.smollm2.qa.yaml) $(SMOLLM2_QA)
 
 # The 3/5/7-day trip mix (params.long.yaml) as a DVC experiment (about 1.5 hours on 2 CPU cores: SFT 30 minutes, GRPO 29, the infers and probes 30).
 long: setup
