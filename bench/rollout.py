@@ -1,12 +1,16 @@
 """Generated tokens per second: the batched multi-turn engine against plain `model.generate`.
 
-Both play TravelEnv episodes with the built-in tiny model at the
-pipeline's default size, randomly initialised (so every turn runs to its
-token limit), sampling with a fixed seed. The engine plays all episodes at
-once; the baseline plays them one by one, re-rendering the conversation and
-calling `model.generate` with batch 1 every turn. The baseline runs on the
-first few episodes only, to keep the benchmark short; tokens per second is a
-rate, so the two compare directly.
+Both play TravelEnv episodes, sampling with a fixed seed. `--model tiny` (the
+default) is the built-in tiny model at the pipeline's default size, randomly
+initialised, so every turn runs to its token limit; `--model smollm2` is
+SmolLM2-135M-Instruct (builtin:smollm2, the tools' schemas in its prompt),
+which has never seen the task, so most turns run to the limit too. The engine
+plays all episodes at once; the baseline plays them one by one, re-rendering
+the conversation and calling `model.generate` with batch 1 every turn. The
+baseline runs on the first few episodes only, to keep the benchmark short;
+tokens per second is a rate, so the two compare directly. `generate_batch`
+is one `model.generate` call on every episode's first prompt at once (left
+padded, no stop strings): the batched rate plain transformers reaches.
 
 Both run on torch's default threads (one per core), as the pipeline's
 stages do; on a busy machine `--threads 1` is steadier.
@@ -19,7 +23,7 @@ counts the generated tokens only; `floor_s` also counts the prompt and
 observation tokens the engine has to prefill (the shared prefix once), the
 work no engine can skip.
 
-Usage: python bench/rollout.py [--episodes 32] [--baseline-episodes 6] [--turns 4] [--new-tokens 48] [--threads N]
+Usage: python bench/rollout.py [--model tiny|smollm2] [--episodes 32] [--baseline-episodes 6] [--turns 4] [--new-tokens 48] [--threads N]
 """
 
 import os
@@ -28,8 +32,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import argparse
 import json
+import tempfile
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 from common import matmul_gflops, token_flops
@@ -47,7 +53,7 @@ from star.travel.synthetic import entity_names, generate_world
 from star.travel.tools import TravelTools
 
 
-def setup(episodes: int):
+def setup(episodes: int, kind: str):
     world = generate_world(WorldSpec(seed=0))
     queries = Synthesizer(world, SynthesisSpec(sizes={"train": episodes, "validation": 0, "test": 0})).run()["train"]
     tools = TravelTools(world)
@@ -56,6 +62,14 @@ def setup(episodes: int):
         run_episode(ExpertTeacher(Expert()), tools, index, q, 0, seed=0, max_turns=30, fault_rate=0.0)
         for q in queries[:30]
     ]
+    if kind == "smollm2":
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from star.models.smollm2 import make_smollm2
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = make_smollm2(Path(tmp) / "smollm2")
+            return queries, tools, AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path).eval()
     spec = TinySpec()
     corpus = corpus_from_trajectories([r["messages"] for r in rows], TravelEnv(tools).tool_schemas())
     tokenizer = train_tokenizer(corpus, entity_names(world), spec.vocab_size)
@@ -102,6 +116,24 @@ def baseline(queries, tools, tokenizer, model, turns: int, new_tokens: int) -> t
     return generated, time.perf_counter() - start
 
 
+@torch.inference_mode()
+def generate_batch(queries, tools, tokenizer, model, new_tokens: int) -> tuple[int, float]:
+    """One batched `model.generate` over every episode's first prompt, left padded."""
+    texts = []
+    for i, query in enumerate(queries):
+        env = TravelEnv(tools, seed=i)
+        env.reset(query)
+        texts.append(tokenizer.apply_chat_template(env.history, tools=env.tool_schemas(), add_generation_prompt=True, tokenize=False))
+    tokenizer.padding_side = "left"
+    batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    torch.manual_seed(0)
+    start = time.perf_counter()
+    out = model.generate(**batch, max_new_tokens=new_tokens, do_sample=True, temperature=1.0, top_p=1.0, top_k=0, pad_token_id=tokenizer.pad_token_id)
+    seconds = time.perf_counter() - start
+    new = out[:, batch["input_ids"].shape[1] :]
+    return int((new != tokenizer.pad_token_id).sum()), seconds
+
+
 def work(model, trajectories: Sequence[Trajectory]) -> tuple[float, float]:
     """FLOPs of (the generated tokens, every token the engine must run), each token at its own context."""
     per_token = token_flops(model)
@@ -119,6 +151,7 @@ def work(model, trajectories: Sequence[Trajectory]) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--model", choices=("tiny", "smollm2"), default="tiny")
     parser.add_argument("--episodes", type=int, default=32)
     parser.add_argument("--baseline-episodes", type=int, default=6)
     parser.add_argument("--turns", type=int, default=4)
@@ -127,7 +160,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    queries, tools, tokenizer, model = setup(args.episodes)
+    queries, tools, tokenizer, model = setup(args.episodes, args.model)
     queries = queries[: args.episodes]
     trajectories, seconds = engine(queries, tools, tokenizer, model, args.turns, args.new_tokens)
     tokens = sum(sum(t.completion_mask) for t in trajectories)
@@ -135,7 +168,9 @@ def main() -> None:
     base_queries = queries[: args.baseline_episodes]
     base_tokens, base_seconds = baseline(base_queries, tools, tokenizer, model, args.turns, args.new_tokens)
     print(f"baseline: {len(base_queries)} episodes, {base_tokens} tokens in {base_seconds:.1f} s")
-    rate, base_rate = tokens / seconds, base_tokens / base_seconds
+    batch_tokens, batch_seconds = generate_batch(queries, tools, tokenizer, model, args.new_tokens)
+    print(f"generate: {len(queries)} first prompts at once, {batch_tokens} tokens in {batch_seconds:.1f} s")
+    rate, base_rate, batch_rate = tokens / seconds, base_tokens / base_seconds, batch_tokens / batch_seconds
 
     hidden = model.config.hidden_size
     decode_gflops = matmul_gflops(args.episodes, hidden, model.config.intermediate_size)
@@ -146,9 +181,12 @@ def main() -> None:
     print(f"matmul: {decode_gflops:.0f} GFLOP/s at decode shape, {large_gflops:.0f} at 1024^3")
     print(f"work: {generated_flops / tokens / 1e6:.2f} MFLOP per generated token; {all_flops / 1e9:.1f} GFLOP with prefill")
     result = {
+        "model": args.model,
         "tokens_per_s": round(rate, 1),
         "baseline_tokens_per_s": round(base_rate, 1),
         "ratio": round(rate / base_rate, 2),
+        "generate_batch_tokens_per_s": round(batch_rate, 1),
+        "ratio_to_generate_batch": round(rate / batch_rate, 2),
         "decode_matmul_gflops": round(decode_gflops, 1),
         "large_matmul_gflops": round(large_gflops, 1),
         "ceiling_tokens_per_s": round(ceiling),
