@@ -328,15 +328,16 @@ def parse_section(name: str, raw: Any, source: str = "params.yaml") -> Section:
         raise ParamsError(_one_line(name, model, exc, source)) from None
 
 
-def check_token_limits(data: dict[str, Any], source: str = "params.yaml") -> None:
-    """The filter keeps trajectories for SFT to train on whole, so its token limit may not exceed SFT's:
-    SFT would cut the ends (the answers) off the longest ones."""
+def check_token_limits(data: dict[str, Any], source: str = "params.yaml", sections: tuple[str, ...] = ("filter", "qa")) -> None:
+    """A filter keeps trajectories for SFT to train on whole, so its token limit may not exceed SFT's:
+    SFT would cut the ends (the answers) off the longest ones. Checked for the filter sections read."""
     sft = parse_section("sft", data.get("sft"), source).max_length
     limits = {
-        "filter.max_tokens": parse_section("filter", data.get("filter"), source).max_tokens,
-        "qa.filter.max_tokens": parse_section("qa", data.get("qa"), source).filter.max_tokens,
+        "filter": ("filter.max_tokens", lambda: parse_section("filter", data.get("filter"), source).max_tokens),
+        "qa": ("qa.filter.max_tokens", lambda: parse_section("qa", data.get("qa"), source).filter.max_tokens),
     }
-    for key, limit in limits.items():
+    for section in sections:
+        key, limit = limits[section][0], limits[section][1]()
         if limit > sft:
             raise ParamsError(f"{source}: {key} = {limit} exceeds sft.max_length = {sft}: SFT would cut the longest trajectories the filter keeps; lower {key} or raise sft.max_length")
 
@@ -345,6 +346,6 @@ def load_params(path: str | Path, sections: list[str]) -> dict[str, Section]:
     """Validate only the named sections; a missing section takes its defaults."""
     data = read_yaml(path)
     params = {name: parse_section(name, data.get(name), str(path)) for name in sections}
-    if {"filter", "qa", "sft"} & set(sections):  # the stages that read either limit
-        check_token_limits(data, str(path))
+    if read := tuple(name for name in ("filter", "qa") if name in sections):  # the stages that read a filter's limit
+        check_token_limits(data, str(path), read)
     return params
