@@ -312,6 +312,19 @@ def test_unseen_queries_leave_out_the_sft_set(tmp_path):
         train_grpo(GRPOParams(unseen_queries=False), str(tmp_path / "no-model"), tasks, str, None, None, "", tmp_path / "out", tmp_path / "ckpt", seen={1, 2})
 
 
+def _saved(tiny, directory):
+    """The tiny fixture's model and tokenizer written to `directory`, GRPO's starting point."""
+    base, tokenizer = tiny[:2]
+    base.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def _text_length(query, env, step):  # differs between sampled episodes, so every step moves the weights
+    said = sum(len(m["content"]) for m in env.history if m["role"] == "assistant")
+    return {"reward": said % 5 / 4}
+
+
 @pytest.mark.slow
 def test_a_resumed_run_replays_the_same_rollouts_and_weights(tiny, tmp_path, one_torch_thread):
     """Killed after its first checkpoint and run again, GRPO ends with the uninterrupted run's weights."""
@@ -320,10 +333,8 @@ def test_a_resumed_run_replays_the_same_rollouts_and_weights(tiny, tmp_path, one
 
     from star.travel.env import SYSTEM_PROMPT, TravelEnv
 
-    base, tokenizer, queries, tools, index = tiny
-    model_dir = tmp_path / "sft"
-    base.save_pretrained(model_dir)
-    tokenizer.save_pretrained(model_dir)
+    queries, tools = tiny[2], tiny[3]
+    model_dir = _saved(tiny, tmp_path / "sft")
     # dapo: flat groups are replayed with queries the runner's generator draws.
     params = GRPOParams(
         algorithm="dapo", num_generations=2, queries_per_step=1, steps=3, save_steps=1, max_turns=2, max_new_tokens=16, max_total_tokens=512, temperature=1.0, skip_levels=[], unseen_queries=False,
@@ -333,12 +344,8 @@ def test_a_resumed_run_replays_the_same_rollouts_and_weights(tiny, tmp_path, one
     def make_env(query, seed):
         return TravelEnv(tools, max_turns=params.max_turns, seed=seed + query.idx)
 
-    def text_length(query, env, step):  # differs between sampled episodes, so every step moves the weights
-        said = sum(len(m["content"]) for m in env.history if m["role"] == "assistant")
-        return {"reward": said % 5 / 4}
-
     def run(out, ckpt, log_fn=None):
-        return train_grpo(params, str(model_dir), queries, lambda q: q.query, make_env, text_length, SYSTEM_PROMPT, out, ckpt, log_fn=log_fn)
+        return train_grpo(params, str(model_dir), queries, lambda q: q.query, make_env, _text_length, SYSTEM_PROMPT, out, ckpt, log_fn=log_fn)
 
     run(tmp_path / "whole", tmp_path / "ckpt-whole")
 
@@ -366,20 +373,15 @@ def test_a_bf16_step_on_cpu_trains_and_saves_float32_weights(tiny, tmp_path, one
 
     from star.travel.env import SYSTEM_PROMPT, TravelEnv
 
-    base, tokenizer, queries, tools, index = tiny
-    model_dir = tmp_path / "sft"
-    base.save_pretrained(model_dir)
-    tokenizer.save_pretrained(model_dir)
+    queries, tools = tiny[2], tiny[3]
+    model_dir = _saved(tiny, tmp_path / "sft")
     params = GRPOParams(
         algorithm="grpo", num_generations=2, queries_per_step=1, steps=1, max_turns=2, max_new_tokens=16, max_total_tokens=512, temperature=1.0, skip_levels=[], unseen_queries=False,
         mask_truncated_completions=False, bf16=True, learning_rate=1e-2,
     )
 
-    def text_length(query, env, step):
-        return {"reward": sum(len(m["content"]) for m in env.history if m["role"] == "assistant") % 5 / 4}
-
     make_env = lambda q, seed: TravelEnv(tools, max_turns=2, seed=seed + q.idx)  # noqa: E731
-    train_grpo(params, str(model_dir), queries, lambda q: q.query, make_env, text_length, SYSTEM_PROMPT, tmp_path / "out", tmp_path / "ckpt")
+    train_grpo(params, str(model_dir), queries, lambda q: q.query, make_env, _text_length, SYSTEM_PROMPT, tmp_path / "out", tmp_path / "ckpt")
     trained, start = load_file(tmp_path / "out" / "model.safetensors"), load_file(model_dir / "model.safetensors")
     assert {t.dtype for t in trained.values()} == {torch.float32}
     assert any(not torch.equal(trained[k], start[k]) for k in start)
