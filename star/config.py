@@ -328,16 +328,18 @@ def parse_section(name: str, raw: Any, source: str = "params.yaml") -> Section:
         raise ParamsError(_one_line(name, model, exc, source)) from None
 
 
-def check_token_limits(data: dict[str, Any], source: str = "params.yaml", sections: tuple[str, ...] = ("filter", "qa")) -> None:
+def check_token_limits(params: dict[str, Section], data: dict[str, Any], source: str = "params.yaml") -> None:
     """A filter keeps trajectories for SFT to train on whole, so its token limit may not exceed SFT's:
     SFT would cut the ends (the answers) off the longest ones. Checked for the filter sections read."""
-    sft = parse_section("sft", data.get("sft"), source).max_length
-    limits = {
-        "filter": ("filter.max_tokens", lambda: parse_section("filter", data.get("filter"), source).max_tokens),
-        "qa": ("qa.filter.max_tokens", lambda: parse_section("qa", data.get("qa"), source).filter.max_tokens),
-    }
-    for section in sections:
-        key, limit = limits[section][0], limits[section][1]()
+    limits = {}
+    if "filter" in params:
+        limits["filter.max_tokens"] = params["filter"].max_tokens
+    if "qa" in params:
+        limits["qa.filter.max_tokens"] = params["qa"].filter.max_tokens
+    if not limits:
+        return
+    sft = (params["sft"] if "sft" in params else parse_section("sft", data.get("sft"), source)).max_length
+    for key, limit in limits.items():
         if limit > sft:
             raise ParamsError(f"{source}: {key} = {limit} exceeds sft.max_length = {sft}: SFT would cut the longest trajectories the filter keeps; lower {key} or raise sft.max_length")
 
@@ -346,6 +348,5 @@ def load_params(path: str | Path, sections: list[str]) -> dict[str, Section]:
     """Validate only the named sections; a missing section takes its defaults."""
     data = read_yaml(path)
     params = {name: parse_section(name, data.get(name), str(path)) for name in sections}
-    if read := tuple(name for name in ("filter", "qa") if name in sections):  # the stages that read a filter's limit
-        check_token_limits(data, str(path), read)
+    check_token_limits(params, data, str(path))
     return params
