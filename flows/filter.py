@@ -24,7 +24,7 @@ def select_trajectories(domain: Domain, model: ModelParams, trajectories: Path, 
         judge=domain.judge,
         max_tokens=params.max_tokens,
         count_tokens=count_tokens,
-        size=params.size,
+        size=params.examples,
         levels=params.levels,
         seed=params.seed,
     )

@@ -109,7 +109,7 @@ class FilterParams(Section):
         "final", description="what a kept plan must pass: final (every constraint) | commonsense | delivered (any plan)"
     )
     max_tokens: int = Field(1536, ge=64, description="longest trajectory kept, counted with the policy's tokenizer, tools included")
-    size: int = Field(1000, ge=1, description="trajectories in the SFT set")
+    examples: int = Field(1000, ge=1, description="trajectories in the SFT set (named so because DVC's run cache leaves any key called size out of its key)")
     levels: dict[Literal["easy", "medium", "hard"], float] = Field(
         default_factory=lambda: {"easy": 4, "medium": 3, "hard": 3}, description="relative weights of the levels easy, medium, hard in the SFT set"
     )
@@ -195,7 +195,7 @@ class QAFilterParams(Section):
     """Which QA trajectories become SFT data: exact-match answers only."""
 
     max_tokens: int = Field(1024, ge=64, description="longest trajectory kept, counted with the policy's tokenizer, tools included")
-    size: int = Field(800, ge=1, description="trajectories in the SFT set")
+    examples: int = Field(800, ge=1, description="trajectories in the SFT set (named so because DVC's run cache leaves any key called size out of its key)")
     levels: dict[str, float] = Field(
         default_factory=lambda: {"2hop": 1, "3hop": 1, "4hop": 1}, description="relative weights of the hop counts 2hop, 3hop, 4hop in the SFT set"
     )

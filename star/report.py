@@ -49,7 +49,7 @@ CURVES = ("rollout/reward", "rollout/success")
 POLICY_ORDER = ("grpo", "sft", "qa_grpo", "qa_sft", "base", "teacher")
 TRAINED = ("grpo", "sft", "qa_grpo", "qa_sft")
 # params whose effect on the final pass rate gets its own plot when they vary
-SWEEP_PARAMS = ("filter.size", "env.fault_rate")
+SWEEP_PARAMS = ("filter.examples", "env.fault_rate")
 # QA columns besides EM and F1: exact match per hop count
 _QA_KEY = re.compile(r"^(em|f1|\d+hop/em)$")
 _LEVEL_KEY = re.compile(rf"^({'|'.join(LEVELS)})_(.+)$")

@@ -1,3 +1,4 @@
+import copy
 import subprocess
 import sys
 import typing
@@ -106,7 +107,7 @@ def test_stage_exits_2_with_one_line_before_any_work(tmp_path):
         ({"qa": {"reward": {"outcome": "bleu"}}}, ["qa.reward.outcome", "'bleu'", "'em' or 'f1'"]),
         ({"qa": {"top_k": 0}}, ["qa.top_k", "greater than or equal to 1"]),
         ({"qa": {"world": {"num_countries": 50, "num_places": 10}}}, ["qa.world", "num_countries"]),
-        ({"qa": {"filter": {"sise": 3}}}, ["qa.filter.sise", "unknown key", "size"]),
+        ({"qa": {"filter": {"exampels": 3}}}, ["qa.filter.exampels", "unknown key", "examples"]),
     ],
 )
 def test_bad_qa_params(tmp_path, data, expect):
@@ -178,7 +179,10 @@ def test_a_dead_server_stops_a_stage_with_one_line_and_exit_3(tmp_path):
     assert not (tmp_path / "data" / "queries").exists()
 
 
-@pytest.mark.parametrize("profile", ["params.micro.yaml", "params.smollm2.yaml", "params.smollm2.qa.yaml", "params.long.yaml", "params.travelplanner.yaml"])
+PROFILES = sorted(p.name for p in ROOT.glob("params.*.yaml"))
+
+
+@pytest.mark.parametrize("profile", PROFILES)
 def test_a_profile_over_params_yaml_is_valid(profile, tmp_path):
     from stages.profile import WHOLE
 
@@ -195,3 +199,31 @@ def test_a_profile_over_params_yaml_is_valid(profile, tmp_path):
     for section, values in over.items():
         # Every override lands: a typo in a key would fail validation, a wrong level would not change the value.
         assert params[section].model_dump(mode="json") != parse_section(section, read_yaml(ROOT / "params.yaml")[section]).model_dump(mode="json"), section
+
+
+def _leaves(tree: dict, prefix: tuple[str, ...] = ()):
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            yield from _leaves(value, (*prefix, key))
+        else:
+            yield (*prefix, key)
+
+
+@pytest.mark.parametrize("name", ["params.yaml", *PROFILES])
+def test_every_knob_reaches_the_run_cache_key_of_dvc(name):
+    """Stages list whole sections (`params: [filter]`), and DVC's run cache leaves keys called size or nfiles out of
+    its key at any depth: a change to such a knob would check out the last run's outputs instead of running again."""
+    from dvc.stage.cache import _get_cache_hash
+
+    def key(params: dict) -> str:
+        return _get_cache_hash({"cmd": "stage", "params": {"params.yaml": params}, "outs": [{"path": "out"}]}, key=True)
+
+    params = read_yaml(ROOT / name)
+    before = key(copy.deepcopy(params))
+    for path in _leaves(params):
+        changed = copy.deepcopy(params)
+        node = changed
+        for part in path[:-1]:
+            node = node[part]
+        node[path[-1]] = ["changed"]
+        assert key(changed) != before, f"{name}: {'.'.join(path)} does not reach DVC's run-cache key; rename it"

@@ -188,7 +188,7 @@ def test_reverting_restores_from_the_run_cache(repo):
         ("qa.reward.outcome", "em", {"qa_grpo"}),
         ("grpo.learning_rate", 0.001, {"grpo"}),  # QA GRPO takes its own from qa.grpo
         ("qa.grpo.learning_rate", 0.001, {"qa_grpo"}),
-        ("filter.size", 20, {"filter"}),
+        ("filter.examples", 20, {"filter"}),
         ("copy_pretrain.learning_rate", 0.001, {"copy", "qa_copy"}),
         ("sft.learning_rate", 0.001, {"sft", "qa_sft"}),
         ("infer.max_turns", 3, {f"infer@{p}" for p in ("base", "sft", "grpo")} | {"probe@sft", "probe@grpo"} | {f"qa_infer@{p}" for p in QA_POLICIES if p != "qa_teacher"}),

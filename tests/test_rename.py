@@ -199,7 +199,7 @@ def run_filter(root, copies: int):
     from star.config import EnvParams, FilterParams, ModelParams
     from star.travel.domain import TravelDomain
 
-    params = FilterParams(size=8, max_tokens=4000, rename_copies=copies)
+    params = FilterParams(examples=8, max_tokens=4000, rename_copies=copies)
     out = root / f"sft{copies}"
     domain = TravelDomain({"filter": params, "env": EnvParams()}, root / "world")
     metrics = flows.filter.filter_flow.fn(domain, ModelParams(), root / "trajectories.jsonl", root / "base", out)
@@ -219,7 +219,7 @@ def test_the_filter_follows_each_row_with_its_renamed_copies(filter_inputs, dire
         require=params.require,
         max_tokens=params.max_tokens,
         count_tokens=lambda r: len(tokenizer.apply_chat_template(r["messages"], tokenize=True, return_dict=False)),
-        size=params.size,
+        size=params.examples,
         levels=params.levels,
         seed=params.seed,
     )

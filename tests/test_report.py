@@ -171,9 +171,9 @@ def test_report_files(runs, tmp_path):
     assert [r["name"] for r in data["runs"]] == list(RUNS)
     assert data["table"][1]["grpo/final_pass_rate"] == pytest.approx(0.40)
     assert not list((tmp_path / "compare").glob(".tmp-*"))
-    # filter.size does not vary: no plot for it; one run alone has no sweep plot either
+    # filter.examples does not vary: no plot for it; one run alone has no sweep plot either
     single = write_report(runs[:1], tmp_path / "single")
-    assert "pass_vs_env.fault_rate" not in single and "pass_vs_filter.size" not in single
+    assert "pass_vs_env.fault_rate" not in single and "pass_vs_filter.examples" not in single
 
 
 def test_cli(store, tmp_path, capsys):

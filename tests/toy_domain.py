@@ -35,7 +35,7 @@ class Knobs(BaseModel):
     """The filter's knobs, fixed: this domain reads no params of its own."""
 
     max_tokens: int = 512
-    size: int = 16
+    examples: int = 16
     levels: dict[str, float] = {"easy": 1.0}
     seed: int = 0
 
