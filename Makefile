@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup vllm chromium allocators repro test test-fast bench micro smollm2 smollm2-qa long travelplanner ablate report gpu-wheels
+.PHONY: setup vllm chromium allocators repro test test-fast bench micro smollm2 smollm2-qa smollm2-travel long travelplanner ablate report gpu-wheels
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -76,6 +76,12 @@ smollm2: setup
 SMOLLM2_QA := qa_infer@qa_sft qa_infer@qa_grpo qa_infer@qa_base qa_infer@naive_rag qa_infer@base_tool_call
 smollm2-qa: setup vllm
 	python -m flows.serve dvc exp run $$(python -m stages.profile params.smollm2.qa.yaml) $(SMOLLM2_QA)
+
+# SmolLM2-135M-Instruct learning 3-day trips (params.smollm2.travel.yaml, over params.yaml): LoRA SFT, GRPO with vLLM
+# rollouts, the untrained model on the same 100 test queries, and the alignment tax (QA exact match after travel training).
+SMOLLM2_TRAVEL := evaluate@base evaluate@sft evaluate@grpo qa_infer@travel_base qa_infer@travel_sft qa_infer@travel_grpo
+smollm2-travel: setup vllm
+	python -m flows.serve dvc exp run $$(python -m stages.profile params.smollm2.travel.yaml) $(SMOLLM2_TRAVEL)
 
 # The 3/5/7-day trip mix (params.long.yaml) as a DVC experiment (about 1.5 hours on 2 CPU cores: SFT 30 minutes, GRPO 29, the infers and probes 30).
 long: setup
