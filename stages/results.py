@@ -25,6 +25,9 @@ if __name__ == "__main__":
             "qa grpo - sft em": ("qa", Path("data/qa/infer/qa_grpo/trajectories.jsonl"), Path("data/qa/infer/qa_sft/trajectories.jsonl")),
             "qa sft - naive_rag em": ("qa", Path("data/qa/infer/qa_sft/trajectories.jsonl"), Path("data/qa/infer/naive_rag/trajectories.jsonl")),
             "qa sft - base_tool_call em": ("qa", Path("data/qa/infer/qa_sft/trajectories.jsonl"), Path("data/qa/infer/base_tool_call/trajectories.jsonl")),
+            # The alignment tax with its CI: QA exact match after travel training minus before.
+            "qa travel_sft - travel_base em": ("qa", Path("data/qa/infer/travel_sft/trajectories.jsonl"), Path("data/qa/infer/travel_base/trajectories.jsonl")),
+            "qa travel_grpo - travel_base em": ("qa", Path("data/qa/infer/travel_grpo/trajectories.jsonl"), Path("data/qa/infer/travel_base/trajectories.jsonl")),
         },
     )
     # The parent run carries the whole configuration and the final metrics, for MLflow's compare view.

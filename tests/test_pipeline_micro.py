@@ -66,7 +66,10 @@ def test_micro_pipeline_end_to_end(repo):
         assert len(rows) == 12, policy
         assert 0.0 <= qa[policy]["em"] <= qa[policy]["f1"] <= 1.0
     assert qa["qa_teacher"]["em"] == 1.0
-    assert "alignment_tax_grpo" in everything
+    # The alignment tax comes with a paired CI: QA exact match after travel training minus before, per question.
+    for policy in ("sft", "grpo"):
+        gain = everything["gains"][f"qa travel_{policy} - travel_base em"]
+        assert gain["gain"] == pytest.approx(-everything[f"alignment_tax_{policy}"]) and gain["ci_low"] <= gain["gain"] <= gain["ci_high"]
     assert "| naive_rag | baseline: Naive RAG |" in (repo / "reports/results.md").read_text()
     assert (repo / "reports/qa_em.png").stat().st_size > 1000
     # The comparison report, from the MLflow store.
