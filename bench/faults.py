@@ -725,7 +725,7 @@ def formatter_client(base_url: str, corpus: Corpus, timeout: float, retries: int
 
 
 def backend_client(base_url: str, corpus: Corpus, timeout: float, retries: int, key_env: str = SERVER_KEY_ENV, model: str = "m") -> Callable[[], Any]:
-    from star.agent import Prompt
+    from star.agent.backend import Prompt
     from star.agent.openai_backend import OpenAIBackend
 
     backend = OpenAIBackend(base_url, model, api_key_env=key_env, timeout=timeout, retries=retries)

@@ -55,7 +55,8 @@ import torch  # noqa: E402
 from common import matmul_gflops, token_flops  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
-from star.agent import RolloutLimits, TransformersBackend, run_episodes  # noqa: E402
+from star.agent.hf_backend import TransformersBackend  # noqa: E402
+from star.agent.rollout import RolloutLimits, run_episodes  # noqa: E402
 from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny  # noqa: E402
 from star.train.grpo import train_grpo  # noqa: E402
 from star.train.grpo_params import GRPOParams, VLLMRolloutParams  # noqa: E402

@@ -40,8 +40,9 @@ from pathlib import Path
 import torch
 from common import matmul_gflops, token_flops
 
-from star.agent import STOP_STRINGS, RolloutLimits, Trajectory, TransformersBackend, run_episodes
+from star.agent.hf_backend import TransformersBackend
 from star.agent.prefix_cache import common_prefix
+from star.agent.rollout import STOP_STRINGS, RolloutLimits, Trajectory, run_episodes
 from star.models.tiny import TinySpec, build_model, corpus_from_trajectories, train_tokenizer
 from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.env import TravelEnv

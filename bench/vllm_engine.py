@@ -93,7 +93,7 @@ def prompts(tokenizer, n: int) -> list[list[int]]:
 
 
 def timed(backend, token_lists, new_tokens, stop):
-    from star.agent import Prompt
+    from star.agent.backend import Prompt
 
     backend.generate([Prompt(token_lists[0])], 4, stop, temperature=0.0)  # warm-up
     start = time.perf_counter()
@@ -133,7 +133,8 @@ def main() -> None:
 
     from transformers import AutoTokenizer
 
-    from star.agent import STOP_STRINGS, make_backend
+    from star.agent.backend import make_backend
+    from star.agent.rollout import STOP_STRINGS
 
     with tempfile.TemporaryDirectory() as tmp:
         if args.model == "tiny":

@@ -105,7 +105,7 @@ def formatter(base_url: str, retries: int) -> str | None:
 
 
 def backend(base_url: str, retries: int) -> str | None:
-    from star.agent import Prompt
+    from star.agent.backend import Prompt
     from star.agent.openai_backend import OpenAIBackend
 
     try:

@@ -61,7 +61,7 @@ def call_formatter(base_url: str, timeout: float) -> Any:
 
 
 def call_backend(base_url: str, timeout: float) -> Any:
-    from star.agent import Prompt
+    from star.agent.backend import Prompt
     from star.agent.openai_backend import OpenAIBackend
 
     backend = OpenAIBackend(base_url, "m", api_key_env=KEY_ENV, timeout=timeout, retries=1)

@@ -12,17 +12,10 @@ import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from star.agent import (
-    STOP_STRINGS,
-    BackendError,
-    Generation,
-    OpenAIBackend,
-    RolloutLimits,
-    TransformersBackend,
-    make_backend,
-    run_episodes,
-)
-from star.agent.backend import end_of_turn
+from star.agent.backend import BackendError, Generation, end_of_turn, make_backend
+from star.agent.hf_backend import TransformersBackend
+from star.agent.openai_backend import OpenAIBackend
+from star.agent.rollout import STOP_STRINGS, RolloutLimits, run_episodes
 from star.env.faults import FAULTS
 from star.env.teacher import hash_seed
 from star.models.tiny import build_model, corpus_from_trajectories, train_tokenizer
@@ -387,7 +380,7 @@ def test_openai_backend_dead_port_fails_fast_and_clearly(monkeypatch):
 
 
 def _prompt():
-    from star.agent import Prompt
+    from star.agent.backend import Prompt
 
     return Prompt([1, 2, 3], [{"role": "user", "content": "hi"}])
 

@@ -34,7 +34,8 @@ STEPS = 3
 
 
 def main() -> None:
-    from star.agent import STOP_STRINGS, Prompt, make_backend
+    from star.agent.backend import Prompt, make_backend
+    from star.agent.rollout import STOP_STRINGS
     from star.agent.vllm_backend import VLLMBackend
     from star.train.grpo import train_grpo
     from star.train.grpo_params import GRPOParams, VLLMRolloutParams

@@ -37,7 +37,6 @@ from dataclasses import asdict
 from typing import Any, Literal
 
 from star.travel.format_check import check_day
-from star.travel.format_llm import format_llm
 from star.travel.plan import Day, Plan
 from star.travel.query import Query
 
@@ -418,5 +417,8 @@ def format_itinerary(
     if kind == "rules":
         return format_rules(text, query, idx)
     if kind == "llm":
+        # Imported here: the rules formatter (GRPO's rewards, the expert) then never loads the LLM client.
+        from star.travel.format_llm import format_llm
+
         return official_layout(format_llm(text, query, idx=idx, **llm_options))
     raise ValueError(f"unknown formatter {kind!r}; expected 'rules' or 'llm'")
