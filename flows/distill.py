@@ -4,7 +4,6 @@ as Prefect tasks (flows/fanout.py), each saved as it finishes so a rerun resumes
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 from prefect import flow
@@ -13,7 +12,7 @@ from flows.fanout import EXPERT_CHUNK, chunk_size, fan_out, forget, under
 from flows.tasks import task
 from star.config import RunnerParams
 from star.domain import Domain
-from star.io import atomic_dir, content_digest, write_json
+from star.io import atomic_dir, content_digest, write_json, write_jsonl
 
 
 def progress_fingerprint(domain: Domain, tasks: Path) -> str:
@@ -29,9 +28,7 @@ def play_chunk(items: list[tuple], first: int, domain: Domain) -> list[dict]:
 @task
 def save_trajectories(rows: list[dict], stats: dict, out: Path) -> None:
     with atomic_dir(out) as tmp:
-        with open(tmp / "trajectories.jsonl", "w") as f:
-            for row in rows:
-                f.write(json.dumps(row, sort_keys=True) + "\n")
+        write_jsonl(tmp / "trajectories.jsonl", rows)
         write_json(tmp / "stats.json", stats)
 
 

@@ -20,7 +20,7 @@ from flows.fanout import fan_out, forget, under
 from flows.tasks import task
 from star.config import InferParams, ModelParams, RunnerParams
 from star.domain import Domain
-from star.io import atomic_dir, content_digest, write_json
+from star.io import atomic_dir, content_digest, write_json, write_jsonl
 from star.tracking import log_episode_traces
 
 
@@ -83,9 +83,7 @@ def model_fingerprint(*settings: Any, inputs: tuple[Path, ...]) -> str:
 @task
 def save_rows(rows: list[dict], out: Path) -> dict[str, float]:
     with atomic_dir(out) as tmp:
-        with open(tmp / "trajectories.jsonl", "w") as f:
-            for row in rows:
-                f.write(json.dumps(row, sort_keys=True) + "\n")
+        write_jsonl(tmp / "trajectories.jsonl", rows)
     n = max(len(rows), 1)
     return {
         "episodes": len(rows),

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from star.io import atomic_dir, write_json
+from star.io import atomic_dir, write_json, write_jsonl
 
 BAD_CALLS = ("invalid", "unknown_tool")
 
@@ -118,9 +118,7 @@ def chat_token_counter(model_dir: str, tool_schemas: bool) -> Callable[[dict], i
 def write_selection(kept: list[dict], stats: dict, out: Path) -> dict[str, float]:
     """Write the SFT set to out/train.jsonl and its counts to out/stats.json, atomically; its metrics."""
     with atomic_dir(out) as tmp:
-        with open(tmp / "train.jsonl", "w") as f:
-            for row in kept:
-                f.write(json.dumps(row, sort_keys=True) + "\n")
+        write_jsonl(tmp / "train.jsonl", kept)
         write_json(tmp / "stats.json", stats)
     tokens = [r["tokens"] for r in kept]
     return {**stats, "mean_tokens": sum(tokens) / max(len(tokens), 1), "max_tokens": max(tokens, default=0)}
