@@ -8,10 +8,10 @@ from typing import Any
 from star.plots import grouped_bars
 from star.travel.arguments import SLOTS
 from star.travel.metrics import METRICS
+from star.travel.query import LEVELS
 
 # teacher is the upper reference, base the lower one
 POLICY_ORDER = ("teacher", "grpo", "sft", "base")
-LEVELS = ("easy", "medium", "hard")
 
 
 def flat_metrics(aggregate: dict[str, Any]) -> dict[str, float]:

@@ -32,7 +32,6 @@ from star.travel.tools import TravelTools
 HOUSE_RULES = ("parties", "smoking", "children under 10", "pets", "visitors")
 ROOM_TYPES = ("entire room", "private room", "shared room", "not shared room")
 TRANSPORT = ("no flight", "no self-driving")
-LEVELS = ("easy", "medium", "hard")
 SPLITS = ("train", "validation", "test")
 CITIES_FOR_DAYS = {3: 1, 5: 2, 7: 3}
 
