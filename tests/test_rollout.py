@@ -157,7 +157,7 @@ def test_token_list_equals_full_rendering_for_expert_turns(world, lead):
                 assert (traj.completion_ids[b] == eos) == stopped
         assert traj.finish_reasons == ["stop", "eos"] * (traj.turns // 2) + ["stop"] * (traj.turns % 2)
         assert all(lp == (-0.5 if m else 0.0) for lp, m in zip(traj.logprobs, traj.completion_mask))
-        assert len(traj.env.rewards) == len(traj.env.infos) == len(traj.env.calls) == traj.turns
+        assert len(traj.env.infos) == len(traj.env.calls) == traj.turns
     kinds = {k for t in trajs for step in t.env.calls for k in step}
     assert {"ok", "fault", "empty"} <= kinds and ("invalid" in kinds) == bool(lead)
 

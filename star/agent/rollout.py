@@ -61,7 +61,6 @@ class TemplateError(ValueError):
 class EnvInfo:
     calls: list[list[str]] = field(default_factory=list)  # tool-call kinds per step
     infos: list[dict[str, Any]] = field(default_factory=list)  # StepResult.info per step
-    rewards: list[float] = field(default_factory=list)  # StepResult.reward per step
 
 
 @dataclass
@@ -80,10 +79,6 @@ class Trajectory:
     @property
     def token_ids(self) -> list[int]:
         return self.prompt_ids + self.completion_ids
-
-    @property
-    def reward(self) -> float:
-        return sum(self.env.rewards)
 
 
 class _Renderer:
@@ -158,7 +153,6 @@ class _Episode:
         result = self.env.step(content)
         self.info.calls.append(list(result.info.get("calls", [])))
         self.info.infos.append(result.info)
-        self.info.rewards.append(result.reward)
 
         # What the template writes after the model's text: the end of the assistant
         # turn, then the env's reply (and the next generation prompt if it goes on).

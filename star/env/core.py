@@ -66,7 +66,6 @@ class Tool:
 @dataclass
 class StepResult:
     observation: str
-    reward: float = 0.0
     done: bool = False
     info: dict[str, Any] = field(default_factory=dict)
     # chat messages this step adds after the assistant turn (tool results or a correction)
@@ -93,8 +92,8 @@ def tool_errors(calls: list[CallRecord]) -> int:
 class ToolEnv:
     """Owns tools and a task; turns assistant text into observations.
 
-    Subclasses write the task's first message in `prompt` and judge the
-    answer in `on_answer`. `history` is the episode as OpenAI chat messages.
+    Subclasses write the task's first message in `prompt`; the domain's rubric judges
+    the finished episode. `history` is the episode as OpenAI chat messages.
     """
 
     system_prompt = ""
@@ -129,10 +128,6 @@ class ToolEnv:
     def tool_schemas(self) -> list[dict[str, Any]]:
         return [t.schema() for t in self.tools.values()]
 
-    def on_answer(self, answer: str) -> float:
-        """Outcome reward for a final answer; 0 until a domain defines one."""
-        return 0.0
-
     def step(self, assistant_text: Any) -> StepResult:
         if self.done:
             return StepResult("Error: the episode has ended.", done=True, info={"kind": "after_done"})
@@ -147,7 +142,7 @@ class ToolEnv:
         if action.answer is not None:
             self.answer = action.answer
             self.done = True
-            return StepResult("", reward=self.on_answer(action.answer), done=True, info={"kind": "answer"})
+            return StepResult("", done=True, info={"kind": "answer"})
         if action.error is not None or not action.tool_calls:
             text = f"Error: {action.error or 'no tool call or answer found'}. Call one tool as <tool_call>{{\"name\": ..., \"arguments\": {{...}}}}</tool_call> or finish with <answer>...</answer>."
             self.calls.append(CallRecord("", None, text, "invalid"))
