@@ -19,7 +19,10 @@ import yaml
 from stages.profile import flat, set_flags
 
 
-def combinations(grid: dict[str, list]) -> list[dict[str, object]]:
+def combinations(grid: dict[str, list] | list[dict[str, object]]) -> list[dict[str, object]]:
+    """A grid is a mapping of keys to value lists (every combination), or a list of settings, each one experiment."""
+    if isinstance(grid, list):
+        return [dict(setting) for setting in grid]
     keys = list(grid)
     return [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
 
