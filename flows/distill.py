@@ -3,7 +3,6 @@ as Prefect tasks (flows/fanout.py), each saved as it finishes so a rerun resumes
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from prefect import flow
@@ -12,12 +11,12 @@ from flows.fanout import EXPERT_CHUNK, chunk_size, fan_out, forget, under
 from flows.tasks import task
 from star.config import RunnerParams
 from star.domain import Domain
-from star.io import atomic_dir, content_digest, write_json, write_jsonl
+from star.io import atomic_dir, fingerprint, write_json, write_jsonl
 
 
 def progress_fingerprint(domain: Domain, tasks: Path) -> str:
     """Progress belongs to what determines the trajectories (the expert's settings, the world, the tasks), never to another."""
-    return hashlib.sha256((domain.expert_settings() + content_digest(domain.world, tasks)).encode()).hexdigest()[:16]
+    return fingerprint(domain.expert_settings(), inputs=(domain.world, tasks))
 
 
 def play_chunk(items: list[tuple], first: int, domain: Domain) -> list[dict]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import inspect
 from pathlib import Path
@@ -12,7 +11,7 @@ from prefect import flow
 from flows.tasks import task
 from star.config import EnvParams, GRPOStageParams, ModelParams
 from star.domain import Domain
-from star.io import content_digest, read_jsonl
+from star.io import fingerprint, read_jsonl
 from star.models.base import model_source
 from star.tracking import log_model
 
@@ -22,8 +21,7 @@ def checkpoint_fingerprint(grpo: GRPOStageParams, env: EnvParams, model: ModelPa
     trainer's and the domain's code. Any change starts GRPO afresh instead of resuming."""
     trainer = [Path(importlib.util.find_spec(f"star.train.{name}").origin) for name in ("grpo", "offpolicy", "samplers")]
     code = (*trainer, Path(inspect.getfile(type(domain))))
-    settings = grpo.model_dump_json() + env.model_dump_json() + model.model_dump_json() + "".join(p.model_dump_json() for p in domain.params.values())
-    return hashlib.sha256((settings + content_digest(tasks, sft_set, sft, *code)).encode()).hexdigest()[:12]
+    return fingerprint(grpo, env, model, *domain.params.values(), inputs=(tasks, sft_set, sft, *code))
 
 
 def train(
@@ -40,10 +38,10 @@ def train(
     def make_env(task: object, seed: int) -> object:
         return domain.make_env(task, seed, max_turns=turns, fault_rate=env.fault_rate)
 
-    fingerprint = checkpoint_fingerprint(grpo, env, model, domain, tasks, sft_set, sft)
+    run = checkpoint_fingerprint(grpo, env, model, domain, tasks, sft_set, sft)
     return train_grpo(
         grpo, model_source(sft), domain.load_tasks(tasks), domain.prompt, make_env, domain.rubric(grpo), domain.system_prompt,
-        out, checkpoints / fingerprint, curve_path=curve, tools_in_prompt=model.tool_schemas,
+        out, checkpoints / run, curve_path=curve, tools_in_prompt=model.tool_schemas,
         log_fn=lambda metrics, step: mlflow.log_metrics(metrics, step=step), seen=seen,
     )
 

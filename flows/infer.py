@@ -9,8 +9,6 @@ its rows cheaply (QA's EM/F1), the stage writes their summary too.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,7 @@ from flows.fanout import fan_out, forget, under
 from flows.tasks import task
 from star.config import InferParams, ModelParams, RunnerParams
 from star.domain import Domain
-from star.io import atomic_dir, content_digest, write_json, write_jsonl
+from star.io import atomic_dir, fingerprint, write_json, write_jsonl
 from star.tracking import log_episode_traces
 
 
@@ -56,7 +54,7 @@ def play_policy(infer: InferParams, model: ModelParams, domain: Domain, policy: 
 
     backend, tokenizer = load_policy(infer, model_dir)
     turns = domain.episode_turns(infer.max_turns)
-    limits = RolloutLimits(max_turns=min(infer.max_turns, turns), max_new_tokens=infer.max_new_tokens, max_total_tokens=infer.max_total_tokens, max_invalid_turns=infer.max_invalid_turns)
+    limits = RolloutLimits.of(infer, max_turns=min(infer.max_turns, turns))
 
     def make_env(task: Any, seed: int) -> Any:
         return domain.make_env(task, seed, max_turns=turns, policy=policy)
@@ -72,12 +70,6 @@ run_policy = task(play_policy)
 def play_chunk(items: list, first: int, **shared: Any) -> list[dict]:
     """One task: a chunk of tasks; the model loads once per task."""
     return play_policy(tasks=items, **shared)
-
-
-def model_fingerprint(*settings: Any, inputs: tuple[Path, ...]) -> str:
-    """What determines a policy's rows: its settings and the content of its inputs (model, data)."""
-    text = "".join(s.model_dump_json() if hasattr(s, "model_dump_json") else json.dumps(s) for s in settings)
-    return hashlib.sha256((text + content_digest(*inputs)).encode()).hexdigest()[:16]
 
 
 @task
@@ -100,9 +92,10 @@ def _infer(
 ) -> dict[str, float]:
     items = domain.load_tasks(tasks)
     inputs = (domain.world, tasks) + ((model_dir,) if model_dir else ())
-    fingerprint = model_fingerprint(infer, model, *domain.params.values(), policy, inputs=inputs)
+    # what determines a policy's rows: its settings and the content of its inputs (model, data)
+    progress = fingerprint(infer, model, *domain.params.values(), policy, inputs=inputs)
     shared = dict(infer=infer, model=model, domain=domain.loaded(), policy=policy, model_dir=model_dir)
-    rows = fan_out(play_chunk, items, size or max(len(items), 1), fingerprint, store, desc=f"infer {policy}", **shared)
+    rows = fan_out(play_chunk, items, size or max(len(items), 1), progress, store, desc=f"infer {policy}", **shared)
     metrics = save_rows(rows, out)
     forget(store)
     log_episode_traces(rows)  # the first episodes, to browse in MLflow's Traces tab

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from pathlib import Path
 
@@ -10,7 +9,7 @@ from prefect import flow
 
 from flows.tasks import task
 from star.config import ModelParams, SFTStageParams
-from star.io import content_digest, read_jsonl
+from star.io import fingerprint, read_jsonl
 from star.models.base import model_source
 from star.tracking import log_model
 
@@ -23,8 +22,7 @@ def train(sft: SFTStageParams, model: ModelParams, data: Path, base: Path, out: 
 
     rows = read_jsonl(data)
     # A checkpoint only resumes the same run: same params, data and base model.
-    fingerprint = hashlib.sha256((sft.model_dump_json() + model.model_dump_json() + content_digest(data, base)).encode()).hexdigest()[:12]
-    checkpoints = checkpoints / fingerprint
+    checkpoints = checkpoints / fingerprint(sft, model, inputs=(data, base))
     if not model.tool_schemas:
         # the system prompt lists the tools; schemas would only cost tokens
         rows = [{k: v for k, v in r.items() if k != "tools"} for r in rows]

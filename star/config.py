@@ -13,6 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from star.agent.limits import RolloutLimits
 from star.endpoint import OpenAIEndpoint
 from star.models.spec import BUILTIN_TINY, BUILTINS, TinySpec
 from star.qa.specs import QARewardParams, QAWorldSpec, QuestionSpec
@@ -158,17 +159,14 @@ class OpenAIEndpointParams(OpenAIEndpoint):
     concurrency: int = Field(8, ge=1, le=256, description="requests in flight at once")
 
 
-class InferParams(Section):
-    """How policies are run on the test split."""
+class InferParams(Section, RolloutLimits):
+    """How policies are run on the test split, within the episode limits (star/agent/limits.py)."""
 
     backend: Literal["transformers", "openai", "vllm"] = Field(
         "transformers", description="transformers | openai (any OpenAI-compatible server, e.g. vllm serve) | vllm"
     )
     temperature: float = Field(0.0, ge=0.0, le=2.0, description="sampling temperature; 0: greedy")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling: the probability mass sampled from")
-    max_turns: int = Field(12, ge=1, le=200, description="turns per episode")
-    max_new_tokens: int = Field(256, ge=1, description="tokens per turn")
-    max_total_tokens: int = Field(2048, ge=64, description="prompt and completion tokens per episode")
     max_invalid_turns: int = Field(
         3, ge=0, description="consecutive unparseable turns that end an episode (0: no limit); an untrained model ends early"
     )

@@ -90,3 +90,12 @@ def content_digest(*paths: str | Path) -> str:
             digest.update(str(f.relative_to(root) if root.is_dir() else f.name).encode() + b"\0")
             digest.update(f.read_bytes())
     return digest.hexdigest()
+
+
+def fingerprint(*settings: Any, inputs: Iterable[str | Path] = ()) -> str:
+    """What a resumable piece of work belongs to: its settings (pydantic models, strings or JSON values)
+    and the bytes of its input files. Saved progress lives under it, so any change starts afresh."""
+    import hashlib
+
+    text = "".join(s.model_dump_json() if hasattr(s, "model_dump_json") else s if isinstance(s, str) else json.dumps(s) for s in settings)
+    return hashlib.sha256((text + content_digest(*inputs)).encode()).hexdigest()[:16]

@@ -13,6 +13,8 @@ from star.config import SECTIONS, ParamsError, load_params, parse_section, read_
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_MODULES = {
     "star",
+    "star.agent",
+    "star.agent.limits",
     "star.config",
     "star.endpoint",
     "star.models",

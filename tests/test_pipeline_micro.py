@@ -119,6 +119,7 @@ def dvc_stages(repo: Path) -> dict[str, tuple[str, list[str]]]:
 NOT_DEPS = {
     "stages/__init__.py",
     "star/allocator.py",
+    "star/agent/limits.py",
     "stages/common.py",
     "flows/__init__.py",
     "flows/tasks.py",

@@ -32,25 +32,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
 from tqdm.auto import tqdm
 
 from star.agent.backend import Backend, BackendError, Generation, Prompt, end_of_turn
+from star.agent.limits import RolloutLimits
 from star.env.core import ToolEnv
 
 STOP_STRINGS = ("</tool_call>", "</answer>")
-
-
-class RolloutLimits(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    max_turns: int = Field(12, ge=1)
-    max_new_tokens: int = Field(512, ge=1)  # per turn
-    max_total_tokens: int = Field(8192, ge=1)  # prompt and completion together
-    # Consecutive turns with neither a parseable tool call nor an answer that end
-    # the episode (0: no limit). A model that has lost the format rarely finds it
-    # again, and an untrained one would otherwise write to the token limit.
-    max_invalid_turns: int = Field(0, ge=0)
 
 
 class TemplateError(ValueError):

@@ -299,7 +299,7 @@ def train_grpo(
     torch.manual_seed(params.seed)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     policy = AutoModelForCausalLM.from_pretrained(model_path)
-    limits = RolloutLimits(max_turns=params.max_turns, max_new_tokens=params.max_new_tokens, max_total_tokens=params.max_total_tokens)
+    limits = RolloutLimits.of(params)
 
     sampler = make_sampler(params, policy, tokenizer, model_path)
 

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from star.agent.limits import RolloutLimits
+
 RewardKind = Literal["SUM", "MACRO", "SUCCESS", "CURRICULUM"]
 
 
@@ -35,8 +37,8 @@ class VLLMRolloutParams(BaseModel):
     enforce_eager: bool = Field(False, description="no torch.compile or CUDA graphs: a faster start, slower generation")
 
 
-class GRPOParams(BaseModel):
-    """Multi-turn GRPO hyperparameters."""
+class GRPOParams(RolloutLimits):
+    """Multi-turn GRPO hyperparameters, and the limits of its episodes (star/agent/limits.py)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -82,9 +84,6 @@ class GRPOParams(BaseModel):
         "for a sampler whose numerics are not the trainer's (vLLM's kernels, bf16); TRL's token_truncate",
     )
     importance_cap: float = Field(3.0, gt=1, description="tis: the largest importance weight a token gets (TRL's default)")
-    max_turns: int = Field(12, ge=1, description="turns per episode")
-    max_new_tokens: int = Field(256, ge=1, description="tokens per turn")
-    max_total_tokens: int = Field(2048, ge=64, description="prompt and completion tokens per episode")
     dapo_max_tries: int = Field(4, ge=0, description="dapo: times a group whose rewards are all equal is replaced by another query's")
     unseen_queries: bool = Field(
         True,
