@@ -65,7 +65,7 @@ from star.travel.env import SYSTEM_PROMPT, TravelEnv  # noqa: E402
 from star.travel.expert import Expert  # noqa: E402
 from star.travel.rewards import Scorer  # noqa: E402
 from star.travel.sandbox_index import index_for  # noqa: E402
-from star.travel.specs import SynthesisSpec, WorldSpec  # noqa: E402
+from star.travel.specs import SynthesisSpec, TravelRewardParams, WorldSpec  # noqa: E402
 from star.travel.synthesize import Synthesizer  # noqa: E402
 from star.travel.synthetic import entity_names, generate_world  # noqa: E402
 from star.travel.tools import TravelTools  # noqa: E402
@@ -137,7 +137,7 @@ def main() -> None:
             start = time.perf_counter()
             metrics = train_grpo(
                 params, str(model), queries, lambda q: q.query, lambda q, seed: TravelEnv(tools, max_turns=args.turns, seed=seed + q.idx),
-                Scorer(index, params), SYSTEM_PROMPT, Path(tmp) / f"out-{backend}", Path(tmp) / f"ckpt-{backend}", curve_path=curve, tools_in_prompt=args.model == "smollm2",
+                Scorer(index, TravelRewardParams(), params.steps), SYSTEM_PROMPT, Path(tmp) / f"out-{backend}", Path(tmp) / f"ckpt-{backend}", curve_path=curve, tools_in_prompt=args.model == "smollm2",
             )
             results[backend] = split(curve)
             if backend == "vllm":  # what the stage spends before its first step: the engine's start and the trainer's set-up

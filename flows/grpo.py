@@ -55,6 +55,8 @@ def grpo_flow(
     grpo: GRPOStageParams, env: EnvParams, model: ModelParams, domain: Domain, tasks: Path, sft_set: Path, sft: Path, out: Path, checkpoints: Path, curve: Path
 ) -> dict[str, float]:
     metrics = reinforce(grpo, env, model, domain, tasks, sft_set, sft, out, checkpoints, curve)
-    params = {"grpo": domain.grpo_params(grpo).model_dump(mode="json"), "env": env.model_dump(mode="json"), "model": model.model_dump(mode="json")}
+    # how the model was trained: the trainer's knobs and the domain's sections (its reward among them)
+    sections = {name: section.model_dump(mode="json") for name, section in domain.params.items()}
+    params = {**sections, "grpo": domain.grpo_params(grpo).model_dump(mode="json"), "env": env.model_dump(mode="json"), "model": model.model_dump(mode="json")}
     log_model(out, params, metrics)  # MLflow's Models
     return metrics

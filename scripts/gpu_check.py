@@ -222,7 +222,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from star.travel.expert import Expert
     from star.travel.rewards import Scorer
     from star.travel.sandbox_index import index_for
-    from star.travel.specs import SynthesisSpec, WorldSpec
+    from star.travel.specs import SynthesisSpec, TravelRewardParams, WorldSpec
     from star.travel.synthesize import Synthesizer
     from star.travel.synthetic import entity_names, generate_world
     from star.travel.tools import TravelTools
@@ -282,7 +282,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             metrics = train_grpo(
                 params, str(tmp / "sft"), queries, lambda q: q.query,
                 lambda q, seed: TravelEnv(tools, max_turns=size["max_turns"], seed=seed + q.idx),
-                Scorer(index, params), SYSTEM_PROMPT, tmp / f"grpo-{backend}", tmp / f"grpo-ckpt-{backend}",
+                Scorer(index, TravelRewardParams(), params.steps), SYSTEM_PROMPT, tmp / f"grpo-{backend}", tmp / f"grpo-ckpt-{backend}",
                 log_fn=lambda metrics, step: logs.append((time.perf_counter(), metrics)),
             )
             return metrics, logs, started

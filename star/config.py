@@ -20,7 +20,7 @@ from star.qa.specs import QARewardParams, QAWorldSpec, QuestionSpec
 from star.train.copy_params import CopySpec
 from star.train.grpo_params import GRPOParams
 from star.train.sft_params import SFTParams
-from star.travel.specs import ParaphraseSpec, SynthesisSpec, WorldSpec
+from star.travel.specs import ParaphraseSpec, SynthesisSpec, TravelRewardParams, WorldSpec
 
 
 class Section(BaseModel):
@@ -227,7 +227,7 @@ class QAParams(Section):
     teacher: QATeacherParams = Field(default_factory=QATeacherParams, description="the scripted expert that writes the SFT trajectories")
     filter: QAFilterParams = Field(default_factory=QAFilterParams, description="which trajectories become SFT data")
     reward: QARewardParams = Field(
-        default_factory=QARewardParams, description="GRPO reward: outcome + format_weight * format + process_weight * process"
+        default_factory=QARewardParams, description="QA's GRPO reward: weighted named functions (em, f1, format, process)"
     )
     grpo: QAGRPOParams = Field(default_factory=QAGRPOParams, description="QA's own algorithm, learning rate, temperature and optimizer for GRPO")
 
@@ -254,6 +254,7 @@ SECTIONS: dict[str, type[Section]] = {
     "copy_pretrain": CopyPretrainParams,
     "sft": SFTStageParams,
     "grpo": GRPOStageParams,
+    "reward": TravelRewardParams,
     "infer": InferParams,
     "format": FormatParams,
     "evaluate": EvaluateParams,

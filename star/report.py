@@ -12,7 +12,7 @@ reads them back:
   `write_report` writes it with its plots.
 
     python -m star.report --tracking-uri sqlite:///mlflow.db --out reports/compare \\
-        [--filter "tags.dvc.exp_name LIKE 'reward-%'"] [--where grpo.reward=SUM] [--policy grpo]
+        [--filter "tags.dvc.exp_name LIKE 'reward-%'"] [--where reward.weights.success=1.0] [--policy grpo]
 
 A `dvc exp run` re-runs only the stages whose inputs changed, so its parent has
 children for those stages only: metrics and params of stages it did not re-run

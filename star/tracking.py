@@ -246,7 +246,7 @@ def log_pipeline_summary(
     without opening its children.
 
     - `params` (nested, e.g. the whole params.yaml) are flattened as in `stage_run`
-      (`grpo.reward`, `env.fault_rate`). MLflow params are immutable, so a param is
+      (`reward.weights.success`, `env.fault_rate`). MLflow params are immutable, so a param is
       logged only when absent; one already there with the same value is left alone;
       one there with another value keeps its first value, and the new value is
       recorded in the tag `star.param_conflict.<name>` (tags can change) and

@@ -106,7 +106,7 @@ def test_stage_exits_2_with_one_line_before_any_work(tmp_path):
     "data, expect",
     [
         ({"qa": {"source": "hotpotqa"}}, ["qa", "needs path"]),
-        ({"qa": {"reward": {"outcome": "bleu"}}}, ["qa.reward.outcome", "'bleu'", "'em' or 'f1'"]),
+        ({"qa": {"reward": {"weights": {"bleu": 1.0}}}}, ["qa.reward.weights.bleu", "'em', 'f1', 'format' or 'process'"]),
         ({"qa": {"top_k": 0}}, ["qa.top_k", "greater than or equal to 1"]),
         ({"qa": {"world": {"num_countries": 50, "num_places": 10}}}, ["qa.world", "num_countries"]),
         ({"qa": {"filter": {"exampels": 3}}}, ["qa.filter.exampels", "unknown key", "examples"]),

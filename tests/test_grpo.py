@@ -10,15 +10,15 @@ from star.agent.rollout import RolloutLimits
 from star.config import GRPOStageParams
 from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
 from star.train.grpo import EpisodeRunner, episode_end, train_grpo, zero_variance_groups
-from star.train.grpo_params import GRPOParams, ProcessRewards
-from star.train.process import process_reward
+from star.train.grpo_params import GRPOParams
+from star.train.process import process_reward, verdicts
 from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.env import SYSTEM_PROMPT
 from star.travel.expert import Expert
 from star.travel.play import play
 from star.travel.rewards import Scorer
 from star.travel.sandbox_index import index_for
-from star.travel.specs import SynthesisSpec
+from star.travel.specs import SynthesisSpec, TravelRewardParams
 from star.travel.synthesize import Synthesizer
 from star.travel.synthetic import entity_names
 from star.travel.tools import TravelTools
@@ -66,28 +66,29 @@ def test_call_breakdown_keeps_faults_invalid_calls_and_recoveries_apart():
 
 
 def test_process_reward_values():
-    values = ProcessRewards(weight=0.5, informative=1.0, repeated=-0.5, invalid=-1.0, failed=0.0)
-    assert process_reward(["ok", "empty", "repeated", "invalid"], values) == pytest.approx((1 + 1 - 0.5 - 1) / 4)
-    assert process_reward(["fault", "error"], values) == 0.0
+    values = TravelRewardParams(informative=1.0, repeated=-0.5, invalid=-1.0, failed=0.0)
+    assert verdicts(["ok", "empty", "repeated", "invalid", "unknown_tool", "fault", "error", "OK"]) == [
+        "informative", "informative", "repeated", "invalid", "invalid", "failed", "failed", "invalid",
+    ]
+    assert process_reward(verdicts(["ok", "empty", "repeated", "invalid"]), values) == pytest.approx((1 + 1 - 0.5 - 1) / 4)
+    assert process_reward(verdicts(["fault", "error"]), values) == 0.0
     assert process_reward([], values) == 0.0
-    assert process_reward(["invalid"] * 3, ProcessRewards(invalid=-5.0)) == -1.0  # clipped
+    assert process_reward(["invalid"] * 3, TravelRewardParams(invalid=-5.0)) == -1.0  # clipped
 
 
 @pytest.mark.parametrize(
     "bad",
     [
         {"epsilon": 0.3, "epsilon_high": 0.2},
-        {"switch_at": 1.5},
         {"algorithm": "arpo", "num_generations": 3},
         {"algorithm": "ppo"},
-        {"reward": "BEST"},
+        {"reward": "SUM"},  # the reward is the domain's section now
         {"num_generations": 1},
         {"beta": -0.1},
         {"learning_rate": 0},
         {"loss_type": "xyz"},
         {"scale_rewards": "rank"},
-        {"process": {"weight": -1}},
-        {"process": {"bonus": 1}},
+        {"process": {"weight": 0.1}},
         {"temperature": 0},
         {"steps": 0},
         {"unknown_knob": 1},
@@ -128,7 +129,7 @@ def test_runner_masks_every_observation_token(tiny):
         envs.extend(e for _, e, _ in played)
         return [(e, t) for _, e, t in played]
 
-    runner = EpisodeRunner(play_batch, queries, Scorer(index, params), params)
+    runner = EpisodeRunner(play_batch, queries, Scorer(index, TravelRewardParams(), params.steps), params)
     prompts = [[{"role": "system", "content": ""}, {"role": "user", "content": q.query}] for q in queries[:2] for _ in range(2)]
     trainer = _Trainer()
     trainer.processing_class = tokenizer
@@ -194,7 +195,7 @@ def test_arpo_groups_share_a_replayed_prefix(tiny):
         backend = TransformersBackend(model, tokenizer, temperature=1.0, seed=seed)
         return [(e, t) for _, e, t in play(backend, tokenizer, tools, batch, limits, batch_size=len(batch), seed=seed, prefixes=prefixes, progress=False)]
 
-    runner = EpisodeRunner(play_batch, queries, Scorer(index, params), params)
+    runner = EpisodeRunner(play_batch, queries, Scorer(index, TravelRewardParams(), params.steps), params)
     prompts = [[{"role": "user", "content": queries[0].query}]] * 4
     trainer = _Trainer()
     trainer.processing_class = tokenizer

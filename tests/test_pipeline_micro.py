@@ -83,10 +83,10 @@ def test_micro_pipeline_end_to_end(repo):
     assert len(parents) == 1 and parents[0].data.tags["star.pipeline"] == parents[0].data.tags["dvc.exp_name"]
     assert {r.data.tags["star.stage"] for r in stages} == STAGES
     # The parent carries the configuration and the final metrics, for MLflow's compare view.
-    assert parents[0].data.params["grpo.reward"] == "SUM" and "sft/final_pass_rate" in parents[0].data.metrics
+    assert parents[0].data.params["reward.weights.sum"] == "1.0" and "sft/final_pass_rate" in parents[0].data.metrics
     assert all(r.info.status == "FINISHED" and r.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for r in stages)
     grpo = next(r for r in stages if r.data.tags["star.stage"] == "grpo")
-    assert grpo.data.params["grpo.reward"] == "SUM" and grpo.data.metrics["steps"] == 2
+    assert grpo.data.params["reward.weights.sum"] == "1.0" and grpo.data.metrics["steps"] == 2
     import mlflow
 
     history = mlflow.MlflowClient(f"sqlite:///{repo / 'mlflow.db'}").get_metric_history(grpo.info.run_id, "rollout/reward")
@@ -181,17 +181,17 @@ def test_each_stage_depends_on_the_code_it_ran(repo):
 
 
 def test_changing_the_reward_reruns_only_grpo_and_after(repo):
-    out = micro(repo, "-S grpo.reward=SUCCESS")
+    out = micro(repo, "-S reward.weights.sum=0.0 -S reward.weights.success=1.0")
     ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage '")}
     assert "grpo" in ran
     # Nothing upstream runs; what follows runs only if the model changed (DVC compares hashes).
     assert not ran & {"world", "synthesize", "distill", "base", "copy", "filter", "sft", "infer@sft", "infer@base", "infer_teacher"}
     grpo_runs = [r for r in mlflow_runs(repo) if r.data.tags.get("star.stage") == "grpo"]
-    assert sorted(r.data.params["grpo.reward"] for r in grpo_runs) == ["SUCCESS", "SUM"]
+    assert sorted(r.data.params["reward.weights.success"] for r in grpo_runs) == ["0.0", "1.0"]
 
 
 def test_reverting_restores_from_the_run_cache(repo):
-    out = micro(repo, "-S grpo.reward=SUM")
+    out = micro(repo, "-S reward.weights.sum=1.0 -S reward.weights.success=0.0")
     assert "Stage 'grpo' is cached - skipping run, checking out outputs" in out
     assert "Running stage 'grpo'" not in out
     grpo_runs = [r for r in mlflow_runs(repo) if r.data.tags.get("star.stage") == "grpo"]
@@ -201,9 +201,9 @@ def test_reverting_restores_from_the_run_cache(repo):
 @pytest.mark.parametrize(
     "key, value, stages",
     [
-        ("grpo.reward", "MACRO", {"grpo"}),
+        ("reward.weights.macro", 1.0, {"grpo"}),
         ("env.fault_rate", 0.3, {"grpo", "qa_grpo"}),
-        ("qa.reward.outcome", "em", {"qa_grpo"}),
+        ("qa.reward.weights.em", 1.0, {"qa_grpo"}),
         ("grpo.learning_rate", 0.001, {"grpo"}),  # QA GRPO takes its own from qa.grpo
         ("qa.grpo.learning_rate", 0.001, {"qa_grpo"}),
         ("filter.examples", 20, {"filter"}),

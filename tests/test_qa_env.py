@@ -11,7 +11,7 @@ from star.qa.data import Question
 from star.qa.env import BASE_TOOL_CALL_SYSTEM_PROMPT, QA_SYSTEM_PROMPT, BaseToolCallEnv, NaiveRAGEnv, QAEnv, plain_answer
 from star.qa.evaluate import aggregate, naive_rag_prompt, score_answer
 from star.qa.expert import QAExpert, run_episode, trajectory_row
-from star.qa.rewards import call_verdicts, score_episode
+from star.qa.rewards import Scorer, call_verdicts
 from star.qa.search import QATools, SearchIndex
 from star.qa.specs import QARewardParams, QAWorldSpec, QuestionSpec
 from star.qa.synthesize import synthesize_questions
@@ -156,21 +156,21 @@ def test_trajectory_row(tools, questions):
 
 def test_rewards_correct_wrong_and_format_failure(tools, questions):
     q = two_hop(questions)
-    params = QARewardParams()  # f1 outcome, 0.1 format, 0.1 process
-    good = score_episode(q, play(tools, q, [search(q.plan[0]), search(q.plan[1]), answer_text("Done.", q.answer)]), params)
+    score = Scorer(QARewardParams())  # f1, 0.1 format, 0.1 process
+    good = score(q, play(tools, q, [search(q.plan[0]), search(q.plan[1]), answer_text("Done.", q.answer)]), 0)
     assert good == {
-        "reward": pytest.approx(1.2), "outcome": 1.0, "em": 1.0, "f1": 1.0, "format": 1.0, "process": 1.0,
+        "reward": pytest.approx(1.2), "em": 1.0, "f1": 1.0, "format": 1.0, "process": 1.0,
         "success": 1.0, "turns": 3.0, "tool_error_rate": 0.0,
         "fault_rate": 0.0, "invalid_rate": 0.0, "error_rate": 0.0, "recovery_rate": 0.0,
     }
-    wrong = score_episode(q, play(tools, q, [search(q.plan[0]), search(q.plan[1]), answer_text("Done.", "Nowhere")]), params)
-    assert (wrong["outcome"], wrong["em"], wrong["format"], wrong["process"]) == (0.0, 0.0, 1.0, 1.0)
+    wrong = score(q, play(tools, q, [search(q.plan[0]), search(q.plan[1]), answer_text("Done.", "Nowhere")]), 0)
+    assert (wrong["f1"], wrong["em"], wrong["format"], wrong["process"]) == (0.0, 0.0, 1.0, 1.0)
     assert wrong["reward"] == pytest.approx(0.2)
     # never answers: cut at max_turns, no format credit, no outcome
-    cut = score_episode(q, play(tools, q, [search(q.plan[0])] + [search(f"{q.plan[1]} {i}") for i in range(9)], max_turns=4), params)
-    assert (cut["format"], cut["outcome"], cut["turns"]) == (0.0, 0.0, 4.0)
-    empty = score_episode(q, play(tools, q, [search(q.plan[0]), "<answer> </answer>"]), params)
-    assert (empty["format"], empty["outcome"]) == (0.0, 0.0)
+    cut = score(q, play(tools, q, [search(q.plan[0])] + [search(f"{q.plan[1]} {i}") for i in range(9)], max_turns=4), 0)
+    assert (cut["format"], cut["f1"], cut["turns"]) == (0.0, 0.0, 4.0)
+    empty = score(q, play(tools, q, [search(q.plan[0]), "<answer> </answer>"]), 0)
+    assert (empty["format"], empty["f1"]) == (0.0, 0.0)
 
 
 def test_outcome_em_or_f1():
@@ -183,13 +183,13 @@ def test_outcome_em_or_f1():
 def test_partial_answers_score_by_the_chosen_outcome(tools, questions):
     q = next(q for q in questions if q.answer.isdigit())
     env = play(tools, q, [search(p) for p in q.plan] + [answer_text("Done.", f"in {q.answer} maybe")])
-    assert score_episode(q, env, QARewardParams(outcome="f1"))["outcome"] == 0.5
-    assert score_episode(q, env, QARewardParams(outcome="em"))["outcome"] == 0.0
+    assert Scorer(QARewardParams(weights={"f1": 1.0}))(q, env, 0)["reward"] == 0.5
+    assert Scorer(QARewardParams(weights={"em": 1.0}))(q, env, 0)["reward"] == 0.0
 
 
 def test_repeated_invalid_and_useless_calls_lower_the_process_term(tools, questions, world):
     q = two_hop(questions)
-    params = QARewardParams(process_weight=1.0, format_weight=0.0)
+    score = Scorer(QARewardParams(weights={"f1": 1.0, "process": 1.0}))
     other = next(p.title for p in world.passages() if p.title not in q.plan and p.title not in q.question)
     cases = {
         "clean": [search(q.plan[0]), search(q.plan[1])],
@@ -203,7 +203,7 @@ def test_repeated_invalid_and_useless_calls_lower_the_process_term(tools, questi
     for name, turns in cases.items():
         env = play(tools, q, turns + [answer_text("Done.", q.answer)])
         verdicts[name] = call_verdicts(q, env)
-        process[name] = score_episode(q, env, params)["process"]
+        process[name] = score(q, env, 0)["process"]
     assert verdicts["clean"] == ["informative", "informative"]
     assert verdicts["repeated"] == ["informative", "repeated", "informative"]
     assert verdicts["invalid"] == verdicts["bad_args"] == verdicts["unknown_tool"] == ["informative", "invalid", "informative"]

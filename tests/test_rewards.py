@@ -1,19 +1,13 @@
 import pytest
 
+from star.train.rubric import Rubric
 from star.travel.commonsense import COMMONSENSE
 from star.travel.evaluate import PlanEvaluation
 from star.travel.hard import HARD
-from star.travel.rewards import (
-    CURRICULUM,
-    MACRO,
-    SUCCESS,
-    SUM,
-    curriculum_kind,
-    macro_reward,
-    outcome_reward,
-    success_reward,
-    sum_reward,
-)
+from star.travel.rewards import GradedPlan, curriculum_reward, macro_reward, reward_functions, success_reward, sum_reward, switch_step
+from star.travel.specs import TravelRewardParams
+
+OUTCOMES = ("sum", "macro", "success", "curriculum")
 
 
 def evaluation(cs_fail=(), hard_fail=(), hard_set=("budget",), hard=True, delivered=True) -> PlanEvaluation:
@@ -49,43 +43,62 @@ def test_macro_and_success():
     assert [success_reward(e) for e in (PERFECT, PARTIAL, HARD_ONLY_FAILS, UNGATED)] == [1.0, 0.0, 0.0, 0.0]
 
 
-@pytest.mark.parametrize("kind", [SUM, MACRO, SUCCESS, CURRICULUM])
-def test_format_error_or_no_plan_gets_zero(kind):
-    assert outcome_reward(kind, None) == 0.0
-    assert outcome_reward(kind, evaluation(delivered=False)) == 0.0
-    assert outcome_reward(kind, PERFECT) == 1.0
+def scorer_functions(**weights):
+    from star.travel.rewards import reward_functions
+
+    return reward_functions(TravelRewardParams(weights=weights), total_steps=1000)
 
 
-def test_outcome_reward_dispatches():
-    assert outcome_reward("SUM", PARTIAL) == sum_reward(PARTIAL)
-    assert outcome_reward(MACRO, HARD_ONLY_FAILS) == 0.5
-    assert outcome_reward(SUCCESS, HARD_ONLY_FAILS) == 0.0
-    with pytest.raises(ValueError):
-        outcome_reward("nope", PERFECT)
+def graded(evaluation, step=0):
+    return GradedPlan(query=None, env=None, evaluation=evaluation, step=step)
+
+
+@pytest.mark.parametrize("name", OUTCOMES)
+def test_format_error_or_no_plan_gets_zero(name):
+    function = scorer_functions()[name]
+    assert function(graded(None)) == 0.0
+    assert function(graded(evaluation(delivered=False))) == 0.0
+    assert function(graded(PERFECT)) == 1.0
 
 
 def test_curriculum_switches_at_a_step():
     kwargs = dict(total_steps=1000, switch_at=300)
-    assert outcome_reward(CURRICULUM, HARD_ONLY_FAILS, step=299, **kwargs) == pytest.approx(0.4)
-    assert outcome_reward(CURRICULUM, HARD_ONLY_FAILS, step=300, **kwargs) == 0.0
-    assert curriculum_kind(299, **kwargs) == SUM and curriculum_kind(300, **kwargs) == SUCCESS
+    assert curriculum_reward(HARD_ONLY_FAILS, step=299, **kwargs) == pytest.approx(0.4)
+    assert curriculum_reward(HARD_ONLY_FAILS, step=300, **kwargs) == 0.0
+    function = reward_functions(TravelRewardParams(switch_at=300), total_steps=1000)["curriculum"]
+    assert function(graded(HARD_ONLY_FAILS, 299)) == pytest.approx(0.4) and function(graded(HARD_ONLY_FAILS, 300)) == 0.0
 
 
 def test_curriculum_switches_at_a_fraction():
-    assert curriculum_kind(49, total_steps=100, switch_at=0.5) == SUM
-    assert curriculum_kind(50, total_steps=100, switch_at=0.5) == SUCCESS
-    assert curriculum_kind(0, total_steps=100, switch_at=0.0) == SUCCESS
-    assert curriculum_kind(99, total_steps=100, switch_at=1.0) == SUM
+    assert switch_step(100, 0.5) == 50 and switch_step(100, 0.0) == 0 and switch_step(100, 1.0) == 100
     # an int is a step, a float a fraction: 1 and 1.0 differ
-    assert curriculum_kind(5, total_steps=100, switch_at=1) == SUCCESS
-    assert curriculum_kind(5, total_steps=100, switch_at=1.0) == SUM
+    assert switch_step(100, 1) == 1 and switch_step(100, 1.0) == 100
     with pytest.raises(ValueError):
-        curriculum_kind(0, total_steps=100, switch_at=1.5)
+        switch_step(100, 1.5)
     with pytest.raises(TypeError):
-        curriculum_kind(0, total_steps=100, switch_at=True)
+        switch_step(100, True)
 
 
 def test_rewards_stay_in_unit_interval():
+    functions = scorer_functions()
     for e in (PERFECT, PARTIAL, HARD_ONLY_FAILS, UNGATED, TWO_OF_FIVE_FAIL, None):
-        for kind in (SUM, MACRO, SUCCESS):
-            assert 0.0 <= outcome_reward(kind, e) <= 1.0
+        for name in OUTCOMES:
+            assert 0.0 <= functions[name](graded(e, step=700)) <= 1.0
+
+
+def test_the_rubric_sums_weighted_functions_and_logs_each():
+    rubric = Rubric({"a": lambda g: g * 2, "b": lambda g: 1.0, "c": lambda g: 1 / 0}, {"b": 0.5, "a": 1.0, "c": 0.0})
+    assert rubric.score(3.0) == {"reward": 6.5, "a": 6.0, "b": 1.0}  # c weighs 0: never computed
+    with pytest.raises(ValueError, match="unknown reward function d; the domain has: a, b, c"):
+        Rubric({"a": abs, "b": abs, "c": abs}, {"d": 1.0})
+
+
+def test_every_reward_the_params_name_is_a_function():
+    from typing import get_args
+
+    from star.qa.rewards import reward_functions as qa_functions
+    from star.qa.specs import QAReward, QARewardParams
+    from star.travel.specs import TravelReward
+
+    assert list(scorer_functions()) == list(get_args(TravelReward)) == list(TravelRewardParams().weights)
+    assert list(qa_functions(QARewardParams())) == list(get_args(QAReward)) == list(QARewardParams().weights)

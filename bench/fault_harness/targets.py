@@ -13,18 +13,25 @@ from star.env.core import arguments_json
 from star.env.parse import Action, parse_action
 from star.qa.env import QAEnv
 from star.qa.expert import trajectory_row as qa_trajectory_row
-from star.qa.rewards import score_episode
+from star.qa.rewards import Scorer as QAScorer
 from star.qa.specs import QARewardParams
-from star.train.grpo_params import GRPOParams, ProcessRewards
-from star.train.process import KIND_GROUPS, call_breakdown, call_kinds, process_reward
+from star.train.process import KIND_GROUPS, call_breakdown, call_kinds, process_reward, verdicts
 from star.travel.distill import trajectory_row
 from star.travel.env import TravelEnv
 from star.travel.evaluate import MODES, evaluate_plan
 from star.travel.format import format_itinerary, format_rules
 from star.travel.plan import Day, Plan, plan_from_submission
-from star.travel.rewards import KINDS, Scorer
+from star.travel.rewards import Scorer
+from star.travel.specs import TravelRewardParams
 
 EPS = 1e-9  # rounding allowed when checking a reward's range
+
+
+def rubric_holds(scores: dict[str, float], weights: dict[str, float]) -> bool:
+    """Each weighted function in its range (process in [-1, 1], the rest in [0, 1]), and "reward" their weighted sum."""
+    ranges = all(-1.0 - EPS <= scores[n] <= 1.0 + EPS if n == "process" else 0.0 <= scores[n] <= 1.0 for n, w in weights.items() if w)
+    total = sum(w * scores[n] for n, w in weights.items() if w)
+    return ranges and abs(scores["reward"] - total) <= EPS and all(math.isfinite(v) for v in scores.values())
 
 
 def fuzz_targets(c: Corpus) -> dict[str, tuple[Callable, Callable]]:
@@ -34,8 +41,9 @@ def fuzz_targets(c: Corpus) -> dict[str, tuple[Callable, Callable]]:
     everything = travel_pool + qa_pool
     travel_env = TravelEnv(c.tools, max_turns=6, fault_rate=0.1, seed=0)
     qa_env = QAEnv(c.qa_tools, max_turns=6, fault_rate=0.1, seed=0)
-    grpo_params = {kind: GRPOParams(reward=kind.upper(), steps=10) for kind in KINDS}
-    qa_params = [QARewardParams(outcome=o) for o in ("em", "f1")]
+    outcomes = ("sum", "macro", "success", "curriculum")
+    travel_scorers = {kind: Scorer(c.index, TravelRewardParams(weights={kind: 1.0, "process": 0.1}), 10) for kind in outcomes}
+    qa_params = [QARewardParams(weights={o: 1.0, "format": 0.1, "process": 0.1}) for o in ("em", "f1")]
     known_kinds = list(KIND_GROUPS) + ["", "fault ", "OK", "answer", "after_done"]
 
     def turns(rng, calls, answers, pool):
@@ -112,14 +120,13 @@ def fuzz_targets(c: Corpus) -> dict[str, tuple[Callable, Callable]]:
     # travel rewards: the GRPO scorer on episodes ending in a garbled plan
     def make_travel_reward(rng):
         query, texts = make_travel(rng)
-        return query, texts, rng.choice(KINDS), rng.randint(0, 12)
+        return query, texts, rng.choice(outcomes), rng.randint(0, 12)
 
     def run_travel_reward(item):
         query, texts, kind, step = item
         play(travel_env, query, texts)
-        scores = Scorer(c.index, grpo_params[kind])(query, travel_env, step)
-        weight = grpo_params[kind].process.weight
-        return 0.0 <= scores["outcome"] <= 1.0 and -weight - EPS <= scores["reward"] - scores["outcome"] <= weight + EPS and all(math.isfinite(v) for v in scores.values())
+        scores = travel_scorers[kind](query, travel_env, step)
+        return rubric_holds(scores, {kind: 1.0, "process": 0.1})
 
     def make_qa_reward(rng):
         question, texts = make_qa(rng)
@@ -129,20 +136,19 @@ def fuzz_targets(c: Corpus) -> dict[str, tuple[Callable, Callable]]:
         question, texts, which = item
         play(qa_env, question, texts)
         params = qa_params[which]
-        scores = score_episode(question, qa_env, params)
-        bound = params.format_weight + params.process_weight
-        return 0.0 <= scores["outcome"] <= 1.0 and -params.process_weight - EPS <= scores["reward"] - scores["outcome"] <= bound + EPS and all(math.isfinite(v) for v in scores.values())
+        scores = QAScorer(params)(question, qa_env, 0)
+        return rubric_holds(scores, params.weights)
 
     # process rewards: any kinds, any finite values
     def make_process(rng):
         kinds = [rng.choice(known_kinds) if rng.random() < 0.9 else mutate(rng, rng.choice(known_kinds) or "ok", everything, steps=1) for _ in range(rng.randint(0, 30))]
-        values = ProcessRewards(weight=rng.uniform(0, 2), **{k: rng.uniform(-3, 3) for k in ("informative", "repeated", "invalid", "failed")})
+        values = TravelRewardParams(**{k: rng.uniform(-3, 3) for k in ("informative", "repeated", "invalid", "failed")})
         rows = [arguments_json({"name": rng.choice(["Search", "SearchCity", ""]), "arguments": random_value(rng), "kind": k}) for k in kinds]
         return kinds, values, rows
 
     def run_process(item):
         kinds, values, rows = item
-        score = process_reward(kinds, values)
+        score = process_reward(verdicts(kinds), values)
         breakdown = call_breakdown(kinds)
         return -1.0 <= score <= 1.0 and all(0.0 <= v <= 1.0 for v in breakdown.values()) and call_kinds(rows) == kinds
 

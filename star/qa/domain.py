@@ -194,9 +194,9 @@ class QADomain(Domain):
         return grpo.model_copy(update=self.qa.grpo.model_dump())
 
     def rubric(self, grpo: Any) -> Rubric:
-        from star.qa.rewards import score_episode
+        from star.qa.rewards import Scorer
 
-        return lambda question, env, step: score_episode(question, env, self.qa.reward)
+        return Scorer(self.qa.reward)
 
     def policy_row(self, task: Any, env: Any, trajectory: Any, policy: str) -> dict:
         from star.qa.expert import trajectory_row

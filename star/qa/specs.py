@@ -70,16 +70,22 @@ class QuestionSpec(BaseModel):
         return value
 
 
+# The named reward functions of star/qa/rewards.py, which the reward section weighs.
+QAReward = Literal["em", "f1", "format", "process"]
+
+
 class QARewardParams(BaseModel):
-    """reward = outcome + format_weight * format + process_weight * process, per episode."""
+    """QA's GRPO reward: the sum of weight x function over the named functions of star/qa/rewards.py."""
 
     model_config = ConfigDict(extra="forbid")
 
-    outcome: Literal["em", "f1"] = Field("f1", description="outcome score of the answer: em (exact match) | f1 (token F1)")
-    format_weight: float = Field(0.1, ge=0.0, description="weight of the format term (1 if the episode ends with a non-empty answer); 0 turns it off")
-    process_weight: float = Field(0.1, ge=0.0, description="weight of the process term (mean value of the calls, clipped to [-1, 1]); 0 turns it off")
-    informative: float = Field(1.0, description="value of a search that shows a supporting passage not seen before")
-    uninformative: float = Field(0.0, description="value of any other valid search")
-    repeated: float = Field(-0.5, description="value of a call repeated with the same arguments")
-    invalid: float = Field(-1.0, description="value of an invalid call: unparsable turn, bad arguments, unknown tool")
-    failed: float = Field(0.0, description="value of a failed call: tool error or injected fault")
+    weights: dict[QAReward, float] = Field(
+        default_factory=lambda: {"em": 0.0, "f1": 1.0, "format": 0.1, "process": 0.1},
+        description="weight of each reward function (0: not computed): em (exact match of the answer, aliases count) | f1 (token F1) | "
+        "format (1 if the episode ends with a non-empty answer) | process (mean value of the episode's calls, clipped to [-1, 1])",
+    )
+    informative: float = Field(1.0, description="process: value of a search that shows a supporting passage not seen before")
+    uninformative: float = Field(0.0, description="process: value of any other valid search")
+    repeated: float = Field(-0.5, description="process: value of a call repeated with the same arguments")
+    invalid: float = Field(-1.0, description="process: value of an invalid call: unparsable turn, bad arguments, unknown tool")
+    failed: float = Field(0.0, description="process: value of a failed call: tool error or injected fault")

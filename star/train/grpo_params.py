@@ -1,4 +1,4 @@
-"""The schema of the GRPO section and its process rewards: no logic, so params load without importing the trainer."""
+"""The schema of the GRPO section (trainer knobs; each domain's rewards are its own section): no logic, so params load without importing the trainer."""
 
 from __future__ import annotations
 
@@ -7,20 +7,6 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from star.agent.limits import RolloutLimits
-
-RewardKind = Literal["SUM", "MACRO", "SUCCESS", "CURRICULUM"]
-
-
-class ProcessRewards(BaseModel):
-    """Agent-R1 process rewards: a value per tool call by the environment's verdict, averaged over the episode."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    weight: float = Field(0.1, ge=0.0, description="weight of the process reward: reward = outcome + weight * process; 0 turns it off")
-    informative: float = Field(1.0, description="value of a valid call (ok or empty result)")
-    repeated: float = Field(-0.5, description="value of a call repeated with the same tool and arguments")
-    invalid: float = Field(-1.0, description="value of an invalid call: bad format, arguments or tool")
-    failed: float = Field(0.0, description="value of a failed call: tool error or injected fault, not the agent's fault")
 
 
 class VLLMRolloutParams(BaseModel):
@@ -45,11 +31,6 @@ class GRPOParams(RolloutLimits):
     algorithm: Literal["grpo", "dapo", "arpo"] = Field(
         "dapo", description="grpo | dapo (dynamic sampling + DAPO loss) | arpo (adaptive branching from the least certain turn)"
     )
-    reward: RewardKind = Field(
-        "SUM", description="outcome reward: SUM | MACRO | SUCCESS | CURRICULUM (SUM until switch_at, then SUCCESS)"
-    )
-    switch_at: float | int = Field(0.5, description="CURRICULUM: the step (int) or fraction of the steps (float) where SUM turns into SUCCESS")
-    process: ProcessRewards = Field(default_factory=ProcessRewards, description="Agent-R1 process rewards added to the outcome reward")
     num_generations: int = Field(8, ge=2, description="G: trajectories per query, one group")
     queries_per_step: int = Field(4, ge=1, description="queries (groups) per optimiser step")
     steps: int = Field(40, ge=1, description="optimiser steps")
@@ -102,8 +83,6 @@ class GRPOParams(RolloutLimits):
     def _check(self) -> GRPOParams:
         if self.epsilon_high < self.epsilon:
             raise ValueError("epsilon_high must be >= epsilon (clip-higher)")
-        if isinstance(self.switch_at, float) and not 0 <= self.switch_at <= 1:
-            raise ValueError("switch_at as a fraction must lie in [0, 1]")
         if self.algorithm == "arpo" and self.num_generations % 2:
             raise ValueError("arpo splits each group in two: num_generations must be even")
         return self

@@ -1,35 +1,38 @@
 """Agent-R1 process rewards: a small score for each tool call, from the ToolEnv's verdicts.
 
-Each call the environment judged gets a value by its kind:
+Each call the environment judged gets a verdict by its kind, and a value by its verdict:
 
-    valid informative call (ok, empty result)   +informative
-    repeated call (same tool, same arguments)   +repeated   (default negative)
-    invalid call (bad format/arguments/tool)    +invalid    (default negative)
-    failed call (tool error or injected fault)  +failed     (default 0: not the agent's fault)
+    valid informative call (ok, empty result)   informative
+    repeated call (same tool, same arguments)   repeated   (default negative)
+    invalid call (bad format/arguments/tool)    invalid    (default negative)
+    failed call (tool error or injected fault)  failed     (default 0: not the agent's fault)
 
-The process reward of a trajectory is the mean over its calls, clipped to
-[-1, 1]. The training reward is
-
-    reward = outcome + weight * process
-
-so `weight: 0` turns process rewards off and leaves the outcome reward as is.
+A domain may refine the verdicts (QA tells informative searches from uninformative
+ones). The process reward of a trajectory is the mean value over its calls, clipped
+to [-1, 1]; the domain's rubric weighs it beside the outcome.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from star.env.core import WORKED
-from star.train.grpo_params import ProcessRewards
 
 KIND_GROUPS = {"ok": "informative", "empty": "informative", "repeated": "repeated", "invalid": "invalid", "unknown_tool": "invalid", "error": "failed", "fault": "failed"}
 
 
-def process_reward(call_kinds: list[str], values: ProcessRewards) -> float:
-    if not call_kinds:
+def verdicts(call_kinds: list[str]) -> list[str]:
+    """The verdict of each call from its kind; a kind no tool should return counts as invalid."""
+    return [KIND_GROUPS.get(kind, "invalid") for kind in call_kinds]
+
+
+def process_reward(call_verdicts: list[str], values: Any) -> float:
+    """The mean of `values.<verdict>` over the calls, clipped to [-1, 1]; 0 without calls."""
+    if not call_verdicts:
         return 0.0
-    scores = [getattr(values, KIND_GROUPS.get(kind, "invalid")) for kind in call_kinds]
-    return max(-1.0, min(1.0, sum(scores) / len(scores)))
+    mean = sum(getattr(values, v) for v in call_verdicts) / len(call_verdicts)
+    return max(-1.0, min(1.0, mean))
 
 
 def call_kinds(row_calls: list[str]) -> list[str]:
@@ -52,7 +55,7 @@ def call_breakdown(call_kinds: list[str]) -> dict[str, float]:
     return {
         "tool_error_rate": sum(kind not in WORKED for kind in call_kinds) / n,
         "fault_rate": len(faults) / n,
-        "invalid_rate": sum(KIND_GROUPS.get(kind, "invalid") == "invalid" for kind in call_kinds) / n,
+        "invalid_rate": verdicts(call_kinds).count("invalid") / n,
         "error_rate": call_kinds.count("error") / n,
         "recovery_rate": recovered / len(faults) if faults else 0.0,
     }

@@ -21,7 +21,7 @@ TRANSPORT = {"base_url", "api_key_env", "timeout", "retries", "concurrency"}
 
 class TravelDomain(Domain):
     name = "travel"
-    sections = ("world", "synthesize", "teacher", "env", "filter")
+    sections = ("world", "synthesize", "teacher", "env", "filter", "reward")
 
     @cached_property
     def sandbox(self) -> Any:
@@ -182,7 +182,7 @@ class TravelDomain(Domain):
     def rubric(self, grpo: Any) -> Rubric:
         from star.travel.rewards import Scorer
 
-        return Scorer(self.index, grpo)
+        return Scorer(self.index, self.params["reward"], grpo.steps)
 
     def policy_row(self, task: Any, env: Any, trajectory: Any, policy: str) -> dict:
         from star.travel.play import trajectory_row

@@ -1,4 +1,4 @@
-"""TravelPlanner's GRPO rewards: outcome rewards from one plan's evaluation, and the episode scorer.
+"""TravelPlanner's GRPO rewards: named functions of one graded episode, weighed by the `reward` section.
 
 Let e be the `PlanEvaluation` of the plan a trajectory delivered, in any mode:
 
@@ -10,33 +10,31 @@ Let e be the `PlanEvaluation` of the plan a trajectory delivered, in any mode:
     hard_macro = 1 if every hard constraint passes else 0
     success   = 1 if the plan passes everything (final pass) else 0
 
-    SUM       = (cs_micro + cs_macro + hard_micro + hard_macro + success) / 5
-    MACRO     = (cs_macro + hard_macro) / 2
-    SUCCESS   = success
-    CURRICULUM(step) = SUM while step < switch, SUCCESS from then on, where
-                switch = switch_at when it is an int (a step number) and
-                switch_at * total_steps when it is a float (a fraction).
+    sum        = (cs_micro + cs_macro + hard_micro + hard_macro + success) / 5
+    macro      = (cs_macro + hard_macro) / 2
+    success    = success
+    curriculum = sum while step < switch, success from then on, where
+                 switch = switch_at when it is an int (a step number) and
+                 switch_at * total_steps when it is a float (a fraction).
+    process    = Agent-R1's mean value of the episode's calls (star/train/process.py)
 
-Every reward lies in [0, 1]. A trajectory with a format error, or without a
-deliverable plan (no evaluation, or e.delivered is False), gets 0.
+Every outcome function lies in [0, 1]. A trajectory with a format error, or
+without a deliverable plan (no evaluation, or e.delivered is False), gets 0.
+The reward that trains is the sum of weight x function (star/train/rubric.py).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from star.train.grpo_params import GRPOParams
-from star.train.process import call_breakdown, process_reward
+from star.train.process import call_breakdown, process_reward, verdicts
+from star.train.rubric import RewardFunction, Rubric
 from star.travel.evaluate import PlanEvaluation, evaluate_plan
 from star.travel.format import format_rules
 from star.travel.query import Query
 from star.travel.sandbox_index import SandboxIndex
-
-SUM = "sum"
-MACRO = "macro"
-SUCCESS = "success"
-CURRICULUM = "curriculum"
-KINDS = (SUM, MACRO, SUCCESS, CURRICULUM)
+from star.travel.specs import TravelRewardParams
 
 
 def _usable(evaluation: PlanEvaluation | None) -> bool:
@@ -75,54 +73,49 @@ def switch_step(total_steps: int, switch_at: float | int) -> float:
     return switch_at * total_steps
 
 
-def curriculum_kind(step: int, total_steps: int = 1, switch_at: float | int = 0.5) -> str:
-    """SUM before the switch, SUCCESS from it on."""
-    return SUM if step < switch_step(total_steps, switch_at) else SUCCESS
+def curriculum_reward(evaluation: PlanEvaluation | None, step: int, total_steps: int = 1, switch_at: float | int = 0.5) -> float:
+    """sum before the switch, success from it on."""
+    return sum_reward(evaluation) if step < switch_step(total_steps, switch_at) else success_reward(evaluation)
 
 
-def outcome_reward(
-    kind: str,
-    evaluation: PlanEvaluation | None,
-    step: int = 0,
-    total_steps: int = 1,
-    switch_at: float | int = 0.5,
-) -> float:
-    """The reward of one trajectory; `evaluation` is None on a format error."""
-    kind = kind.lower()
-    if kind == CURRICULUM:
-        kind = curriculum_kind(step, total_steps, switch_at)
-    if kind == SUM:
-        return sum_reward(evaluation)
-    if kind == MACRO:
-        return macro_reward(evaluation)
-    if kind == SUCCESS:
-        return success_reward(evaluation)
-    raise ValueError(f"unknown reward kind {kind!r}; expected one of {KINDS}")
+@dataclass
+class GradedPlan:
+    """One finished episode as the reward functions see it; `evaluation` is None on a format error."""
+
+    query: Query
+    env: Any
+    evaluation: PlanEvaluation | None
+    step: int
+
+
+def reward_functions(params: TravelRewardParams, total_steps: int) -> dict[str, RewardFunction]:
+    """Every reward the `reward` section can weigh, by name."""
+    return {
+        "sum": lambda g: sum_reward(g.evaluation),
+        "macro": lambda g: macro_reward(g.evaluation),
+        "success": lambda g: success_reward(g.evaluation),
+        "curriculum": lambda g: curriculum_reward(g.evaluation, g.step, total_steps, params.switch_at),
+        "process": lambda g: process_reward(verdicts([c.kind for c in g.env.calls]), params),
+    }
 
 
 class Scorer:
-    """Outcome + process reward of one finished episode, with its sub-metrics."""
+    """The weighted reward of one finished episode, each weighted function's score, and what the plan passed."""
 
-    def __init__(self, index: SandboxIndex, params: GRPOParams):
+    def __init__(self, index: SandboxIndex, params: TravelRewardParams, total_steps: int):
         self.index = index
-        self.params = params
+        self.rubric = Rubric(reward_functions(params, total_steps), params.weights)
 
     def __call__(self, query: Query, env: Any, step: int) -> dict[str, float]:
         plan = format_rules(env.answer, query) if env.answer else None
         evaluation = evaluate_plan(query, plan, self.index) if plan is not None else None
-        kind = self.params.reward.lower()
-        outcome = outcome_reward(kind, evaluation, step=step, total_steps=self.params.steps, switch_at=self.params.switch_at)
-        kinds = [c.kind for c in env.calls]
-        process = process_reward(kinds, self.params.process)
         ok = evaluation is not None and evaluation.delivered
         return {
-            "reward": outcome + self.params.process.weight * process,
-            "outcome": outcome,
-            "process": process,
             "success": float(bool(evaluation and evaluation.final_pass)),
             "delivered": float(ok),
             "commonsense_micro": evaluation.commonsense_micro if ok else 0.0,
             "hard_micro": evaluation.hard_micro if ok else 0.0,
             "turns": float(env.turns),
-            **call_breakdown(kinds),
+            **call_breakdown([c.kind for c in env.calls]),
+            **self.rubric.score(GradedPlan(query, env, evaluation, step)),
         }

@@ -1,4 +1,4 @@
-"""The schema of the travel world, query synthesis and paraphrase sections: no logic, so params load without importing the domain."""
+"""The schema of the travel world, query synthesis, paraphrase and reward sections: no logic, so params load without importing the domain."""
 
 from __future__ import annotations
 
@@ -101,3 +101,31 @@ class ParaphraseSpec(OpenAIEndpoint):
     timeout: float = Field(30.0, gt=0, description="seconds to wait for one reply")
     retries: int = Field(2, ge=0, le=10, description=RETRIES_HELP)
     concurrency: int = Field(4, ge=1, le=64, description="requests in flight at once")
+
+
+# The named reward functions of star/travel/rewards.py, which the reward section weighs.
+TravelReward = Literal["sum", "macro", "success", "curriculum", "process"]
+
+
+class TravelRewardParams(BaseModel):
+    """Travel's GRPO reward: the sum of weight x function over the named functions of star/travel/rewards.py."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    weights: dict[TravelReward, float] = Field(
+        default_factory=lambda: {"sum": 1.0, "macro": 0.0, "success": 0.0, "curriculum": 0.0, "process": 0.1},
+        description="weight of each reward function (0: not computed): sum (the mean of the plan's five official rates) | macro "
+        "(commonsense-all and hard-all pass, averaged) | success (final pass) | curriculum (sum until switch_at, then success) | "
+        "process (Agent-R1's mean value of the episode's calls, clipped to [-1, 1])",
+    )
+    switch_at: float | int = Field(0.5, description="curriculum: the step (int) or fraction of the steps (float) where sum turns into success")
+    informative: float = Field(1.0, description="process: value of a valid call (ok or empty result)")
+    repeated: float = Field(-0.5, description="process: value of a call repeated with the same tool and arguments")
+    invalid: float = Field(-1.0, description="process: value of an invalid call: bad format, arguments or tool")
+    failed: float = Field(0.0, description="process: value of a failed call: tool error or injected fault, not the agent's fault")
+
+    @model_validator(mode="after")
+    def _switch(self) -> TravelRewardParams:
+        if isinstance(self.switch_at, float) and not 0 <= self.switch_at <= 1:
+            raise ValueError("switch_at as a fraction must lie in [0, 1]")
+        return self
