@@ -4,7 +4,9 @@ import json
 import random
 
 import pytest
+from pydantic import ValidationError
 
+from star.env.episode import EpisodeRow
 from star.env.parse import parse_action
 from star.env.teacher import answer_text, tool_call_text
 from star.qa.data import Question
@@ -142,10 +144,12 @@ def test_trajectory_row(tools, questions):
     env.reset(q)
     QAExpert().episode(env, q, random.Random(0))
     row = trajectory_row(env, q, "expert", 3)
-    assert set(row) == {
+    assert list(row) == [  # the order every row is written in (star/env/episode.py); a field not given is left out
         "query_id", "level", "hops", "kind", "source", "sample", "teacher", "messages", "tools", "turns",
         "tool_calls", "tool_errors", "truncated", "answer", "evaluation", "success", "calls",
-    }
+    ]
+    with pytest.raises(ValidationError, match="evaluaton"):
+        EpisodeRow.of(env, q.idx, q.level, "expert", evaluaton={})
     assert (row["query_id"], row["level"], row["sample"], row["source"]) == (q.idx, "2hop", 3, "synthetic")
     assert row["evaluation"] == {"em": 1.0, "f1": 1.0} and row["success"] and row["answer"] == q.answer
     assert [m["role"] for m in row["messages"]] == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]

@@ -27,7 +27,7 @@ import random
 import re
 from typing import Any
 
-from star.env.core import arguments_json, tool_errors
+from star.env.episode import EpisodeRow
 from star.env.teacher import Teacher, answer_text, hash_seed, tool_call_text
 from star.qa.data import Question
 from star.qa.env import QAEnv
@@ -237,26 +237,12 @@ def _spoil(answer: str, titles: list[str], rng: random.Random) -> str:
 
 
 def trajectory_row(env: QAEnv, question: Question, teacher: str, sample: int) -> dict[str, Any]:
+    """An episode, with the answer's EM and F1."""
     evaluation = score_answer(question, env.answer)
-    return {
-        "query_id": question.idx,
-        "level": question.level,
-        "hops": question.hops,
-        "kind": question.kind,
-        "source": question.source,
-        "sample": sample,
-        "teacher": teacher,
-        "messages": env.history,
-        "tools": json.dumps(env.tool_schemas()),
-        "turns": env.turns,
-        "tool_calls": sum(c.name != "" for c in env.calls),
-        "tool_errors": tool_errors(env.calls),
-        "truncated": env.truncated,
-        "answer": env.answer,
-        "evaluation": evaluation,
-        "success": evaluation["em"] == 1.0,
-        "calls": [arguments_json({"name": c.name, "arguments": c.arguments, "kind": c.kind}) for c in env.calls],
-    }
+    return EpisodeRow.of(
+        env, question.idx, question.level, teacher, sample, task={"hops": question.hops, "kind": question.kind, "source": question.source},
+        tools=json.dumps(env.tool_schemas()), evaluation=evaluation, success=evaluation["em"] == 1.0,
+    ).row()
 
 
 def run_episode(

@@ -12,7 +12,7 @@ import json
 import random
 from typing import Any
 
-from star.env.core import arguments_json, tool_errors
+from star.env.episode import EpisodeRow
 from star.env.teacher import Teacher, answer_text, hash_seed, tool_call_text
 from star.travel.env import TravelEnv
 from star.travel.evaluate import evaluate_plan
@@ -53,26 +53,16 @@ class ExpertTeacher:
 
 
 def trajectory_row(env: TravelEnv, query: Query, teacher: str, sample: int, index: SandboxIndex) -> dict[str, Any]:
+    """A teacher's episode, with its plan and the plan's evaluation."""
     plan = format_rules(env.answer, query) if env.answer else None
     evaluation = evaluate_plan(query, plan, index) if plan is not None else None
-    return {
-        "query_id": query.idx,
-        "level": query.level,
-        "days": query.days,
-        "sample": sample,
-        "teacher": teacher,
-        "messages": env.history,
-        "tools": json.dumps(env.tool_schemas()),  # key order as the template renders it
-        "turns": env.turns,
-        "tool_calls": sum(c.name != "" for c in env.calls),
-        "tool_errors": tool_errors(env.calls),
-        "truncated": env.truncated,
-        "answer": env.answer,
-        "plan": plan.to_submission() if plan is not None else None,
-        "evaluation": evaluation.to_dict() if evaluation is not None else None,
-        "success": bool(evaluation and evaluation.final_pass),
-        "calls": [arguments_json({"name": c.name, "arguments": c.arguments, "kind": c.kind}) for c in env.calls],
-    }
+    return EpisodeRow.of(
+        env, query.idx, query.level, teacher, sample, task={"days": query.days},
+        tools=json.dumps(env.tool_schemas()),  # key order as the template renders it
+        plan=plan.to_submission() if plan is not None else None,
+        evaluation=evaluation.to_dict() if evaluation is not None else None,
+        success=bool(evaluation and evaluation.final_pass),
+    ).row()
 
 
 def run_episode(

@@ -7,7 +7,7 @@ from typing import Any
 
 from star.agent.policy import play_tasks
 from star.agent.rollout import RolloutLimits, Trajectory
-from star.env.core import arguments_json, tool_errors
+from star.env.episode import EpisodeRow
 from star.travel.env import TravelEnv
 from star.travel.query import Query
 from star.travel.tools import TravelTools
@@ -32,18 +32,7 @@ def play(
 
 
 def trajectory_row(query: Query, env: TravelEnv, trajectory: Trajectory, policy: str) -> dict[str, Any]:
-    return {
-        "query_id": query.idx,
-        "level": query.level,
-        "days": query.days,
-        "sample": 0,
-        "teacher": policy,
-        "messages": env.history,
-        "turns": env.turns,
-        "tool_calls": sum(c.name != "" for c in env.calls),
-        "tool_errors": tool_errors(env.calls),
-        "truncated": trajectory.truncated,
-        "answer": env.answer,
-        "completion_tokens": sum(trajectory.completion_mask),
-        "calls": [arguments_json({"name": c.name, "arguments": c.arguments, "kind": c.kind}) for c in env.calls],
-    }
+    """A policy's episode: truncated as the rollout engine decided, with the tokens it generated."""
+    return EpisodeRow.of(
+        env, query.idx, query.level, policy, task={"days": query.days}, truncated=trajectory.truncated, completion_tokens=sum(trajectory.completion_mask)
+    ).row()
