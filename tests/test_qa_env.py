@@ -287,3 +287,17 @@ def test_baselines_take_a_reply_without_a_tool_call_as_the_answer(tools, questio
     # The project's own prompt keeps its format: an untagged reply there is an invalid turn.
     strict = play(tools, q, [f"The answer is {q.answer}"])
     assert strict.answer is None and not strict.done
+
+
+def test_a_policy_row_is_cut_as_the_rollout_engine_decided(tools, questions, tmp_path):
+    """The engine also ends episodes the env would let go on (token limits, a run of invalid turns): the row says so."""
+    from star.agent.rollout import EnvInfo, Trajectory
+    from star.config import QAParams
+    from star.qa.domain import QADomain
+
+    q = two_hop(questions)
+    env = play(tools, q, ["no call here", "nor here"])
+    assert not env.truncated and not env.done
+    cut = Trajectory(env.history, [1, 2], [3, 4, 5], [1, 1, 0], None, None, True, 2, EnvInfo())
+    row = QADomain({"qa": QAParams()}, tmp_path).policy_row(q, env, cut, "qa_sft")
+    assert row["truncated"] is True and row["completion_tokens"] == 2 and row["teacher"] == "qa_sft"

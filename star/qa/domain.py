@@ -201,7 +201,8 @@ class QADomain(Domain):
     def policy_row(self, task: Any, env: Any, trajectory: Any, policy: str) -> dict:
         from star.qa.expert import trajectory_row
 
-        return trajectory_row(env, task, policy, 0)
+        # cut as the rollout engine decided (its token limits and invalid turns, besides the env's turns)
+        return trajectory_row(env, task, policy, 0, truncated=trajectory.truncated, completion_tokens=sum(trajectory.completion_mask))
 
     def report(self, rows: list[dict]) -> dict:
         from star.qa.evaluate import aggregate

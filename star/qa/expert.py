@@ -236,12 +236,12 @@ def _spoil(answer: str, titles: list[str], rng: random.Random) -> str:
     return rng.choice(others) if others else "unknown"
 
 
-def trajectory_row(env: QAEnv, question: Question, teacher: str, sample: int) -> dict[str, Any]:
-    """An episode, with the answer's EM and F1."""
+def trajectory_row(env: QAEnv, question: Question, teacher: str, sample: int, **fields: Any) -> dict[str, Any]:
+    """An episode, with the answer's EM and F1; `fields` as for `EpisodeRow.of`."""
     evaluation = score_answer(question, env.answer)
     return EpisodeRow.of(
         env, question.idx, question.level, teacher, sample, task={"hops": question.hops, "kind": question.kind, "source": question.source},
-        tools=json.dumps(env.tool_schemas()), evaluation=evaluation, success=evaluation["em"] == 1.0,
+        tools=json.dumps(env.tool_schemas()), evaluation=evaluation, success=evaluation["em"] == 1.0, **fields,
     ).row()
 
 
