@@ -7,10 +7,10 @@ from pathlib import Path
 from prefect import flow
 
 from flows.tasks import task
-from star.config import EvaluateParams, FormatParams
 from star.io import atomic_path, read_jsonl, write_json, write_jsonl
 from star.travel.plan import Plan, write_submission
 from star.travel.query import read_queries
+from star.travel.specs import EvaluateParams, FormatParams
 
 
 @task

@@ -1,7 +1,8 @@
 """`python -m stages.base [DOMAIN]`: the domain's untrained policy (travel by default)."""
 
 from flows.base import base_flow
-from stages.common import domain_argument, layout, run_stage
+from stages.common import domain_argument, run_stage
+from star.sections import layout
 
 if __name__ == "__main__":
     domain = domain_argument()

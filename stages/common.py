@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from star.config import ParamsError, load_params
+from star.sections import DOMAINS, layout
 from star.service import ServiceError
 
 PARAMS_FILE = "params.yaml"
@@ -24,40 +24,9 @@ RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK", "PMI_RANK")
 PROGRESS = Path("data/.progress")  # where fanned-out stages keep their finished chunks until they end
 
 
-@dataclass(frozen=True)
-class Layout:
-    """Where a domain's stages read and write (the paths in dvc.yaml)."""
-
-    prefix: str  # of its stage and run names
-    world: Path
-    tasks: Path  # the splits: train.jsonl, validation.jsonl, test.jsonl
-    trajectories: Path
-    sft: Path
-    models: Path
-    infer: Path
-    reports: Path
-
-
-LAYOUTS = {
-    "travel": Layout("", Path("data/world"), Path("data/queries"), Path("data/trajectories"), Path("data/sft"), Path("models"), Path("data/infer"), Path("reports")),
-    "qa": Layout(
-        "qa_", Path("data/qa/corpus"), Path("data/qa/questions"), Path("data/qa/trajectories"), Path("data/qa/sft"), Path("models/qa"), Path("data/qa/infer"), Path("reports/qa")
-    ),
-}
-
-
 # Where the data splits live: a stage argument naming a .jsonl file in one of these is
 # a file the stage reads, logged as a dataset input of its MLflow run.
-DATASET_DIRS = tuple(path.as_posix() for where in LAYOUTS.values() for path in (where.tasks, where.sft))
-
-
-def layout(domain: str) -> Layout:
-    """A built-in domain's layout, or data/NAME/..., models/NAME, reports/NAME for another (NAME: its module's)."""
-    if domain in LAYOUTS:
-        return LAYOUTS[domain]
-    name = domain.rsplit(".", 1)[-1]
-    data = Path("data") / name
-    return Layout(f"{name}_", data / "world", data / "tasks", data / "trajectories", data / "sft", Path("models") / name, data / "infer", Path("reports") / name)
+DATASET_DIRS = tuple(path.as_posix() for where in map(layout, DOMAINS) for path in (where.tasks, where.sft))
 
 
 def wants_vllm(section: str, key: str = "backend") -> bool:
@@ -143,7 +112,7 @@ def run_stage(
 
             kind = load_domain(domain)
         extra = [s for s in kind.sections if s not in sections] if kind else []
-        params = load_params(root / PARAMS_FILE, [*sections, *extra])
+        params = load_params(root / PARAMS_FILE, [*sections, *extra], domain)
         logged = params
         if kind is not None:
             instance = kind({s: params[s] for s in kind.sections}, layout(domain).world)

@@ -3,7 +3,8 @@
 from pathlib import Path
 
 from flows.copy import copy_flow
-from stages.common import domain_argument, layout, run_stage
+from stages.common import domain_argument, run_stage
+from star.sections import layout
 
 if __name__ == "__main__":
     where = layout(domain_argument())

@@ -1,7 +1,8 @@
 """`python -m stages.distill [DOMAIN]`: the domain's teacher on its training tasks (travel by default)."""
 
 from flows.distill import distill_flow
-from stages.common import PROGRESS, domain_argument, layout, run_stage
+from stages.common import PROGRESS, domain_argument, run_stage
+from star.sections import layout
 
 if __name__ == "__main__":
     domain = domain_argument()

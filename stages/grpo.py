@@ -3,7 +3,8 @@
 from pathlib import Path
 
 from flows.grpo import grpo_flow, train
-from stages.common import domain_argument, layout, run_stage, run_with_vllm, wants_vllm
+from stages.common import domain_argument, run_stage, run_with_vllm, wants_vllm
+from star.sections import layout
 
 if __name__ == "__main__":
     domain = domain_argument()

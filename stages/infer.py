@@ -9,9 +9,8 @@ import sys
 from pathlib import Path
 
 from flows.infer import infer_flow
-from stages.common import LAYOUTS, PROGRESS, layout, run_stage, run_with_vllm, wants_vllm
-
-BASELINES = {"naive_rag": "base", "base_tool_call": "base"}  # QA's baselines run the untrained base model
+from stages.common import PROGRESS, run_stage, run_with_vllm, wants_vllm
+from star.sections import DOMAINS, baselines, layout
 
 
 def model_dir(domain: str, policy: str) -> Path | None:
@@ -19,11 +18,11 @@ def model_dir(domain: str, policy: str) -> Path | None:
     where = layout(domain)
     if policy == f"{where.prefix}teacher":
         return None
-    for other in LAYOUTS:
+    for other in DOMAINS:
         if other != domain and policy.startswith(f"{other}_"):
             return layout(other).models / policy.removeprefix(f"{other}_")
     name = policy.removeprefix(where.prefix)
-    return where.models / BASELINES.get(name, name)
+    return where.models / baselines(domain).get(name, name)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 import sys
 
 from flows.probe import probe_flow
-from stages.common import layout, run_stage
+from stages.common import run_stage
+from star.sections import layout
 
 if __name__ == "__main__":
     policy = sys.argv[1]

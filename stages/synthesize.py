@@ -4,8 +4,9 @@ import sys
 from pathlib import Path
 
 from flows.synthesize import synthesize_flow
-from stages.common import PARAMS_FILE, domain_argument, layout, run_stage
+from stages.common import PARAMS_FILE, domain_argument, run_stage
 from star.config import ParamsError, load_params
+from star.sections import layout
 
 
 def read_official_file() -> None:

@@ -21,6 +21,7 @@ SCHEMA_MODULES = {
     "star.models.spec",
     "star.qa",
     "star.qa.specs",
+    "star.sections",
     "star.service",
     "star.train",
     "star.train.copy_params",

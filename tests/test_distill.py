@@ -73,8 +73,9 @@ def test_filter_counts_add_up(setup):
 
 def test_progress_follows_the_teacher_not_the_address_of_its_server(tmp_path):
     from flows.distill import progress_fingerprint
-    from star.config import EnvParams, TeacherParams
+    from star.config import EnvParams
     from star.travel.domain import TravelDomain
+    from star.travel.specs import TeacherParams
 
     world, queries = tmp_path / "world", tmp_path / "queries.jsonl"
     world.mkdir()

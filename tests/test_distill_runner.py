@@ -29,7 +29,8 @@ import json, sys, time
 from pathlib import Path
 import flows.distill as d
 import star.travel.distill as episodes
-from star.config import EnvParams, RunnerParams, TeacherParams
+from star.config import EnvParams, RunnerParams
+from star.travel.specs import TeacherParams
 from star.travel.domain import TravelDomain
 
 args = json.loads(sys.argv[1])
@@ -76,7 +77,8 @@ import json, sys
 from pathlib import Path
 import torch
 from flows.infer import infer_flow
-from star.config import InferParams, ModelParams, QAParams, RunnerParams
+from star.config import InferParams, ModelParams, RunnerParams
+from star.qa.specs import QAParams
 from star.qa.domain import QADomain
 
 torch.set_num_threads(1)
@@ -116,12 +118,13 @@ def work(tmp_path_factory, synthetic_sandbox) -> Path:
 @pytest.fixture(scope="module")
 def expected(work) -> bytes:
     """The trajectories file of a plain loop over the episodes, as distill wrote it before its fan-out."""
-    from star.config import EnvParams, TeacherParams
+    from star.config import EnvParams
     from star.io import read_jsonl
     from star.travel.distill import make_teacher, run_episode
     from star.travel.query import Query
     from star.travel.sandbox import Sandbox
     from star.travel.sandbox_index import index_for
+    from star.travel.specs import TeacherParams
     from star.travel.tools import TravelTools
 
     teacher, env, sandbox = TeacherParams(fault_rate=0.1), EnvParams(), Sandbox.load(work / "world")
@@ -147,8 +150,9 @@ def env(tmp_path_factory) -> dict[str, str]:
 
 def fingerprint(work: Path) -> str:
     from flows.distill import progress_fingerprint
-    from star.config import EnvParams, TeacherParams
+    from star.config import EnvParams
     from star.travel.domain import TravelDomain
+    from star.travel.specs import TeacherParams
 
     return progress_fingerprint(TravelDomain({"teacher": TeacherParams(fault_rate=0.1), "env": EnvParams()}, work / "world"), work / "train.jsonl")
 

@@ -14,13 +14,14 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 DOMAIN = "tests.toy_domain"
 STAGES = ["world", "synthesize", "distill", "base", "filter", "copy", "sft", "grpo"]
-POLICIES = ["toy_domain_teacher", "toy_domain_grpo"]
+POLICIES = ["toy_domain_teacher", "toy_domain_grpo", "closed_book"]  # closed_book: the domain's own baseline
 PARAMS = {
     "model": {"tiny": {"vocab_size": 400, "hidden_size": 64, "num_layers": 1, "num_heads": 2}},
     "copy_pretrain": {"examples": 8, "batch_size": 4, "eval_examples": 2},
     "sft": {"max_steps": 2, "per_device_batch_size": 4, "max_length": 512},
     "grpo": {"steps": 1, "num_generations": 2, "queries_per_step": 2, "max_turns": 3, "max_new_tokens": 16, "max_total_tokens": 512, "skip_levels": [], "unseen_queries": False},
     "infer": {"max_turns": 3, "max_new_tokens": 16, "max_total_tokens": 512, "batch_size": 6},
+    "phone": {"seed": 3, "filter": {"examples": 12}},  # the domain's own section
 }
 
 
@@ -31,6 +32,20 @@ def test_an_unknown_domain_is_a_clear_error():
         load_domain("chess")
     with pytest.raises(ValueError, match="has no DOMAIN"):
         load_domain("star.io")
+
+
+def test_a_third_domains_section_is_validated_like_any_other(tmp_path):
+    from star.config import ParamsError, load_params
+
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump({"phone": {"seed": 2, "filter": {"examples": 5}}}))
+    assert load_params(path, ["phone"], DOMAIN)["phone"].filter.examples == 5
+    path.write_text(yaml.safe_dump({"phone": {"sede": 2}}))
+    with pytest.raises(ParamsError, match=r"phone.sede = 2: unknown key \(allowed: seed, filter\)"):
+        load_params(path, ["phone"], DOMAIN)
+    path.write_text(yaml.safe_dump({"phone": {"filter": {"max_tokens": 4096}}, "sft": {"max_length": 1024}}))
+    with pytest.raises(ParamsError, match="phone.filter.max_tokens = 4096 exceeds sft.max_length = 1024"):
+        load_params(path, ["phone"], DOMAIN)
 
 
 @pytest.mark.slow
@@ -50,7 +65,7 @@ def test_a_third_domain_runs_the_generic_stages_from_its_module_alone(tmp_path):
     assert len((data / "tasks/train.jsonl").read_text().splitlines()) == 24
     trajectories = [json.loads(line) for line in (data / "trajectories/trajectories.jsonl").read_text().splitlines()]
     assert len(trajectories) == 24 and all(r["success"] for r in trajectories)
-    assert len((data / "sft/train.jsonl").read_text().splitlines()) == 16
+    assert len((data / "sft/train.jsonl").read_text().splitlines()) == 12  # phone.filter.examples
     for model in ("base", "copy", "sft", "grpo"):
         assert (tmp_path / "models/toy_domain" / model).is_dir(), model
     for policy in POLICIES:
@@ -59,6 +74,9 @@ def test_a_third_domain_runs_the_generic_stages_from_its_module_alone(tmp_path):
         assert len(rows) == 6 and metrics["episodes"] == 6 and 0.0 <= metrics["accuracy"] <= 1.0, policy
     assert json.loads((tmp_path / "reports/toy_domain/toy_domain_teacher/metrics.json").read_text())["accuracy"] == 1.0
     assert (tmp_path / "reports/train/toy_domain_grpo.csv").read_text().startswith("step,")
+    # the baseline played the base model without the directory: no observation shows an extension
+    closed = [json.loads(line) for line in (data / "infer/closed_book/trajectories.jsonl").read_text().splitlines()]
+    assert not any("extension" in m["content"] for r in closed for m in r["messages"] if m["role"] == "tool")
 
     # No stage loaded either built-in domain's code (their params schemas come with star.config).
     records = list((tmp_path / "imports").iterdir())

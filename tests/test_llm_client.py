@@ -85,8 +85,8 @@ def scripted(monkeypatch) -> Iterator[Callable[[list[int]], ScriptedServer]]:
 
 
 def teacher(base_url: str, retries: int) -> str | None:
-    from star.config import OpenAITeacherParams
     from star.travel.openai_teacher import OpenAITeacher
+    from star.travel.specs import OpenAITeacherParams
 
     params = OpenAITeacherParams(base_url=base_url, model="m", api_key_env=KEY_ENV, max_tokens=16, retries=retries, timeout=5.0)
     try:

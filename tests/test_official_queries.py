@@ -189,8 +189,9 @@ def test_params(tmp_path):
 
 def test_the_test_split_is_the_published_file(tmp_path, places, real_sandbox):
     """Over the real database: train and validation synthesized, test the file's queries, in its order."""
-    from star.config import EnvParams, SynthesizeParams
+    from star.config import EnvParams
     from star.travel.domain import TravelDomain
+    from star.travel.specs import SynthesizeParams
 
     real_sandbox.save(tmp_path / "world")
     path = write_parquet(tmp_path / "test.parquet", published_rows(places))

@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 from openai.types.chat import ChatCompletionMessage
 
-from star.config import OpenAITeacherParams
 from star.env.parse import parse_action
 from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
 from star.travel.distill import ExpertTeacher, run_episode
@@ -34,7 +33,7 @@ from star.travel.openai_teacher import (
     to_api_messages,
 )
 from star.travel.sandbox_index import index_for
-from star.travel.specs import SynthesisSpec
+from star.travel.specs import OpenAITeacherParams, SynthesisSpec
 from star.travel.synthesize import Synthesizer
 from star.travel.synthetic import entity_names
 from star.travel.tools import TravelTools
@@ -278,7 +277,8 @@ import json, sys
 from pathlib import Path
 import flows.distill as d
 import star.travel.distill as episodes
-from star.config import EnvParams, RunnerParams, TeacherParams
+from star.config import EnvParams, RunnerParams
+from star.travel.specs import TeacherParams
 from star.travel.domain import TravelDomain
 
 args = json.loads(sys.argv[1])
@@ -311,10 +311,11 @@ def prefect_env(tmp_path_factory) -> Iterator[dict[str, str]]:
 @pytest.mark.slow
 def test_server_dying_mid_run_keeps_finished_rows_and_resume_runs_only_the_rest(server, model_dir, world, synthetic_sandbox, prefect_env, tmp_path, secret_key):
     from flows.distill import progress_fingerprint
-    from star.config import EnvParams, TeacherParams
+    from star.config import EnvParams
     from star.travel.distill import make_teacher
     from star.travel.domain import TravelDomain
     from star.travel.sandbox import Sandbox
+    from star.travel.specs import TeacherParams
 
     queries = world[0]
     synthetic_sandbox.save(tmp_path / "world")

@@ -126,6 +126,7 @@ NOT_DEPS = {
     "star/tracking.py",
     "star/service.py",
     "star/config.py",
+    "star/sections.py",
     "star/endpoint.py",
     "star/models/spec.py",
     "star/qa/specs.py",

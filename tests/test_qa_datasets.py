@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from star.config import QAParams
 from star.qa.data import load_questions
 from star.qa.domain import QADomain
 from star.qa.env import QAEnv
 from star.qa.expert import QAExpert, _compare, run_episode
 from star.qa.loaders import DatasetError, load_dataset, split_counts
 from star.qa.search import QATools, SearchIndex, retrieval_hits
+from star.qa.specs import QAParams
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -292,8 +292,8 @@ def test_baselines_take_a_reply_without_a_tool_call_as_the_answer(tools, questio
 def test_a_policy_row_is_cut_as_the_rollout_engine_decided(tools, questions, tmp_path):
     """The engine also ends episodes the env would let go on (token limits, a run of invalid turns): the row says so."""
     from star.agent.rollout import EnvInfo, Trajectory
-    from star.config import QAParams
     from star.qa.domain import QADomain
+    from star.qa.specs import QAParams
 
     q = two_hop(questions)
     env = play(tools, q, ["no call here", "nor here"])

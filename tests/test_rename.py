@@ -196,8 +196,9 @@ def direct_tasks(monkeypatch):
 
 def run_filter(root, copies: int):
     import flows.filter
-    from star.config import EnvParams, FilterParams, ModelParams
+    from star.config import EnvParams, ModelParams
     from star.travel.domain import TravelDomain
+    from star.travel.specs import FilterParams
 
     params = FilterParams(examples=8, max_tokens=4000, rename_copies=copies)
     out = root / f"sft{copies}"
@@ -240,8 +241,8 @@ def test_the_filter_follows_each_row_with_its_renamed_copies(filter_inputs, dire
 
 
 def test_copies_over_the_token_limit_are_dropped(world, episodes):
-    from star.config import FilterParams
     from star.travel.domain import TravelDomain
+    from star.travel.specs import FilterParams
 
     _, rows = episodes
     stats = Counter()

@@ -45,8 +45,8 @@ def rate_limit_once(header: Callable[[], dict[str, str]]) -> tuple[Callable, lis
 
 
 def call_teacher(base_url: str, timeout: float) -> Any:
-    from star.config import OpenAITeacherParams
     from star.travel.openai_teacher import OpenAITeacher
+    from star.travel.specs import OpenAITeacherParams
 
     teacher = OpenAITeacher(OpenAITeacherParams(base_url=base_url, model="m", api_key_env=KEY_ENV, max_tokens=16, retries=1, timeout=timeout), backoff=0.05)
     return teacher.complete([{"role": "user", "content": "hi"}], [], seed=0).content

@@ -1,7 +1,8 @@
 """A third domain in one module, for tests: look up a person's phone extension in a directory.
 
 The generic stages run it as `python -m stages.distill tests.toy_domain` and so on; nothing
-outside this file knows it exists.
+outside this file knows it exists. It brings a params section (`phone`, validated like any other)
+and a baseline (`phone_closed_book`: the base model without the directory).
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from star.domain import Domain, Rubric
 from star.env.core import Tool, ToolEnv, ToolError, arguments_json, tool_errors
 from star.env.teacher import answer_text, tool_call_text
 from star.io import atomic_dir, read_jsonl, write_json
+from star.sections import Section
 
 SYSTEM = """You find phone extensions. Think in <think>...</think>, call one tool as <tool_call>{"name": "Lookup", "arguments": {"name": ...}}</tool_call>, and end with the extension in <answer>...</answer>.
 Tools: Lookup{name}."""
@@ -31,19 +33,32 @@ class Task(BaseModel):
     level: str = "easy"
 
 
-class Knobs(BaseModel):
-    """The filter's knobs, fixed: this domain reads no params of its own."""
+class PhoneFilter(Section):
+    """Which trajectories become SFT data."""
 
-    max_tokens: int = 512
-    examples: int = 16
-    levels: dict[str, float] = {"easy": 1.0}
-    seed: int = 0
+    max_tokens: int = Field(512, ge=64, description="longest trajectory kept")
+    examples: int = Field(16, ge=1, description="trajectories in the SFT set")
+    levels: dict[str, float] = Field(default_factory=lambda: {"easy": 1.0}, description="relative weights of the levels")
+    seed: int = Field(0, description="seed of the draw")
+
+
+class PhoneParams(Section):
+    """The phone domain's own knobs."""
+
+    seed: int = Field(0, description="seed of the directory's extensions")
+    filter: PhoneFilter = Field(default_factory=PhoneFilter, description="which trajectories become SFT data")
+
+
+# What star/sections.py reads of a domain: its sections, its baselines, its filter's token limit.
+SECTIONS = {"phone": PhoneParams}
+BASELINES = {"closed_book": "base"}  # the untrained model, asked without the directory
+SFT_SET_LIMITS = ("phone.filter.max_tokens",)
 
 
 class PhoneEnv(ToolEnv):
     system_prompt = SYSTEM
 
-    def __init__(self, book: dict[str, str], max_turns: int):
+    def __init__(self, book: dict[str, str], max_turns: int, closed_book: bool = False):
         def lookup(name: str) -> str:
             """Look up a person's phone extension.
 
@@ -54,7 +69,7 @@ class PhoneEnv(ToolEnv):
                 raise ToolError(f"no one is named {name}")
             return f"{name}: extension {book[name]}"
 
-        super().__init__([Tool(lookup, "Lookup")], max_turns=max_turns)
+        super().__init__([] if closed_book else [Tool(lookup, "Lookup")], max_turns=max_turns)
 
     def prompt(self, task: Task) -> str:
         return f"What is the extension of {task.name}?"
@@ -62,7 +77,7 @@ class PhoneEnv(ToolEnv):
 
 class PhoneDomain(Domain):
     name = "phone"
-    sections = ()
+    sections = ("phone",)
 
     @property
     def system_prompt(self) -> str:
@@ -73,7 +88,7 @@ class PhoneDomain(Domain):
         return json.loads((self.world / "book.json").read_text())
 
     def build_world(self, out: Path) -> dict[str, float]:
-        rng = random.Random(0)
+        rng = random.Random(self.params["phone"].seed)
         names = sorted({a + b for a in ("Ka", "Lo", "Mi", "Nu", "Pe", "Ro") for b in ("da", "ven", "sa", "tor", "lin")})
         with atomic_dir(out) as tmp:
             write_json(tmp / "book.json", {name: str(rng.randint(100, 999)) for name in names})
@@ -97,7 +112,7 @@ class PhoneDomain(Domain):
         return f"What is the extension of {task.name}?"
 
     def make_env(self, task: Any, seed: int, *, max_turns: int, fault_rate: float = 0.0, policy: str = "") -> Any:
-        return PhoneEnv(self.book, max_turns)
+        return PhoneEnv(self.book, max_turns, closed_book=policy.endswith("closed_book"))
 
     def expert_settings(self) -> str:
         return "phone expert"
@@ -137,7 +152,7 @@ class PhoneDomain(Domain):
         return metrics, metrics
 
     def filter_params(self) -> BaseModel:
-        return Knobs()
+        return self.params["phone"].filter
 
     def judge(self, row: dict) -> bool:
         return bool(row["success"])

@@ -16,8 +16,8 @@ SERVER_KEY_ENV = "STAR_FAULTS_BENCH_KEY"  # a dummy key for the server section
 
 
 def teacher_client(base_url: str, corpus: Corpus, timeout: float, retries: int, key_env: str = SERVER_KEY_ENV, model: str = "m") -> Callable[[], Any]:
-    from star.config import OpenAITeacherParams
     from star.travel.openai_teacher import OpenAITeacher
+    from star.travel.specs import OpenAITeacherParams
 
     teacher = OpenAITeacher(OpenAITeacherParams(base_url=base_url, model=model, api_key_env=key_env, max_tokens=16, retries=retries, timeout=timeout), backoff=0.05)
     return lambda: run_episode(teacher, corpus.tools, corpus.index, corpus.queries[0], 0, seed=0, max_turns=2, fault_rate=0.0)

@@ -66,8 +66,8 @@ def secrets(corpus: Corpus, stage: bool = False, leak: Callable[[str, Path], Non
                 # a stage run: params, metrics, a dict and an artifact, to a temporary store
                 import mlflow
 
-                from star.config import TeacherParams
                 from star.tracking import stage_run
+                from star.travel.specs import TeacherParams
 
                 params = {"teacher": TeacherParams.model_validate({"kind": "openai", "openai": {"base_url": server.base_url}}).model_dump(mode="json")}
                 previous = mlflow.get_tracking_uri()

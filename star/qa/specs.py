@@ -1,10 +1,13 @@
-"""The schema of the QA world, question and reward sections: no logic, so params load without importing the domain."""
+"""The QA domain's params section and paths (star/sections.py): no logic, so params load without importing the domain."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from star.sections import Layout, Section
 
 SPLITS = ("train", "validation", "test")
 
@@ -89,3 +92,69 @@ class QARewardParams(BaseModel):
     repeated: float = Field(-0.5, description="process: value of a call repeated with the same arguments")
     invalid: float = Field(-1.0, description="process: value of an invalid call: unparsable turn, bad arguments, unknown tool")
     failed: float = Field(0.0, description="process: value of a failed call: tool error or injected fault")
+
+
+class QATeacherParams(Section):
+    """The scripted QA expert that follows the hops through the search tool."""
+
+    samples: int = Field(1, ge=1, le=64, description="trajectories per question")
+    seed: int = Field(0, description="seed of the episodes")
+    mistake_rate: float = Field(0.1, ge=0.0, le=1.0, description="share of answers spoiled on purpose, so filtering has work to do")
+
+
+class QAFilterParams(Section):
+    """Which QA trajectories become SFT data: exact-match answers only."""
+
+    max_tokens: int = Field(1024, ge=64, description="longest trajectory kept, counted with the policy's tokenizer, tools included")
+    examples: int = Field(800, ge=1, description="trajectories in the SFT set (named so because DVC's run cache leaves any key called size out of its key)")
+    levels: dict[str, float] = Field(
+        default_factory=lambda: {"2hop": 1, "3hop": 1, "4hop": 1}, description="relative weights of the hop counts 2hop, 3hop, 4hop in the SFT set"
+    )
+    seed: int = Field(0, description="seed of the draw")
+
+
+class QAGRPOParams(Section):
+    """QA's own values for the grpo knobs whose best setting differs between the domains."""
+
+    algorithm: Literal["grpo", "dapo", "arpo"] = Field("grpo", description="QA GRPO's algorithm, in place of grpo.algorithm")
+    learning_rate: float = Field(1e-4, gt=0, description="QA GRPO's learning rate, in place of grpo.learning_rate (travel's 3e-4 took QA EM from 27% to 8%)")
+    temperature: float = Field(1.0, gt=0, description="QA GRPO's rollout temperature, in place of grpo.temperature")
+    optimizer: Literal["adamw", "sgd"] = Field("adamw", description="QA GRPO's optimizer, in place of grpo.optimizer")
+    unseen_queries: bool = Field(False, description="in place of grpo.unseen_queries; false: QA trains on every training question, those in its SFT set too")
+
+
+class QAParams(Section):
+    """The multi-hop QA domain: a search agent over a passage corpus."""
+
+    source: Literal["synthetic", "hotpotqa", "2wiki", "musique"] = Field(
+        "synthetic", description="synthetic: a generated knowledge world | hotpotqa | 2wiki | musique (then path: the dataset file)"
+    )
+    path: str = Field("", description="the dataset file when source is a public one (users bring it; it is read, never copied)")
+    world: QAWorldSpec = Field(default_factory=QAWorldSpec, description="the synthetic knowledge world: people, cities, countries, companies")
+    questions: QuestionSpec = Field(
+        default_factory=QuestionSpec, description="the questions: split sizes and seed for every source, hops and kinds for the synthetic one"
+    )
+    top_k: int = Field(3, ge=1, le=50, description="passages per search")
+    max_words: int | None = Field(None, ge=1, description="words per passage in an observation; null: the whole passage")
+    max_turns: int = Field(8, ge=1, le=100, description="turns per episode")
+    teacher: QATeacherParams = Field(default_factory=QATeacherParams, description="the scripted expert that writes the SFT trajectories")
+    filter: QAFilterParams = Field(default_factory=QAFilterParams, description="which trajectories become SFT data")
+    reward: QARewardParams = Field(
+        default_factory=QARewardParams, description="QA's GRPO reward: weighted named functions (em, f1, format, process)"
+    )
+    grpo: QAGRPOParams = Field(default_factory=QAGRPOParams, description="QA's own algorithm, learning rate, temperature and optimizer for GRPO")
+
+    @model_validator(mode="after")
+    def _path(self) -> QAParams:
+        if self.source != "synthetic" and not self.path:
+            raise ValueError(f"source {self.source} needs path: the dataset file")
+        return self
+
+
+SECTIONS = {"qa": QAParams}
+LAYOUT = Layout(
+    "qa_", Path("data/qa/corpus"), Path("data/qa/questions"), Path("data/qa/trajectories"), Path("data/qa/sft"), Path("models/qa"), Path("data/qa/infer"), Path("reports/qa")
+)
+BASELINES = {"naive_rag": "base", "base_tool_call": "base"}  # Agent-R1's baselines play the untrained base model
+SFT_SET_LIMITS = ("qa.filter.max_tokens",)
+TRAINED = ("qa_grpo", "qa_sft")

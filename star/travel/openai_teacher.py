@@ -19,13 +19,13 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletionMessage
 
-from star.config import OpenAITeacherParams
 from star.env.parse import parse_action
 from star.env.teacher import answer_text, tool_call_text
 from star.llm_client import BACKOFF, error_kind, make_client, retrying, scrub, transient
 from star.service import ServiceError
 from star.travel.env import TravelEnv
 from star.travel.query import Query
+from star.travel.specs import OpenAITeacherParams
 
 _TOOL_CALL_BLOCK = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.S)
 _THINK_BLOCK = re.compile(r"<think>(.*?)(?:</think>|$)", re.S)

@@ -1,13 +1,15 @@
-"""The schema of the travel world, query synthesis, paraphrase and reward sections: no logic, so params load without importing the domain."""
+"""The travel domain's params sections and paths (star/sections.py): no logic, so params load without importing the domain."""
 
 from __future__ import annotations
 
 from datetime import date
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from star.endpoint import RETRIES_HELP, OpenAIEndpoint
+from star.sections import Layout, Section
 
 
 class WorldSpec(BaseModel):
@@ -129,3 +131,93 @@ class TravelRewardParams(BaseModel):
         if isinstance(self.switch_at, float) and not 0 <= self.switch_at <= 1:
             raise ValueError("switch_at as a fraction must lie in [0, 1]")
         return self
+
+
+class WorldParams(Section):
+    """Where the sandbox comes from."""
+
+    source: Literal["synthetic", "travelplanner"] = Field(
+        "synthetic", description="synthetic: a seeded generated world | travelplanner: the official database"
+    )
+    database: str = Field(
+        "../shared/data/travelplanner/database", description="a directory in the official TravelPlanner CSV layout, read when source is travelplanner"
+    )
+    synthetic: WorldSpec = Field(default_factory=WorldSpec, description="size and ranges of the synthetic world")
+
+
+class SynthesizeParams(SynthesisSpec):
+    """Query synthesis: split sizes, difficulty and trip-length mix, budgets."""
+
+    paraphrase: ParaphraseSpec = Field(default_factory=ParaphraseSpec, description="optional rewording by any OpenAI-compatible model")
+
+
+class OpenAITeacherParams(OpenAIEndpoint):
+    model: str = Field("deepseek-chat", description="the model name sent to the server")
+    temperature: float = Field(0.7, ge=0.0, le=2.0, description="sampling temperature")
+    max_tokens: int = Field(1024, ge=16, description="tokens per reply")
+    concurrency: int = Field(4, ge=1, le=256, description="episodes played at once")
+
+
+class TeacherParams(Section):
+    """Who solves the training queries in the sandbox."""
+
+    kind: Literal["expert", "openai"] = Field("expert", description="expert: the scripted planner | openai: any OpenAI-compatible model")
+    samples: int = Field(1, ge=1, le=64, description="trajectories per query")
+    seed: int = Field(0, description="seed of the episodes")
+    mistake_rate: float = Field(0.1, ge=0.0, le=1.0, description="expert: share of plans spoiled on purpose, so filtering has work to do")
+    top_k: int = Field(1, ge=1, le=20, description="expert: choose among the k cheapest good options")
+    upgrade_prob: float = Field(0.0, ge=0.0, le=1.0, description="expert: chance to upgrade a slot within budget")
+    fault_rate: float = Field(0.0, ge=0.0, le=1.0, description="share of tool calls that fail while distilling: the teacher's recoveries become SFT data")
+    openai: OpenAITeacherParams = Field(default_factory=OpenAITeacherParams, description="the server and sampling of kind: openai")
+
+
+class FilterParams(Section):
+    """Which trajectories become SFT data."""
+
+    require: Literal["final", "commonsense", "delivered"] = Field(
+        "final", description="what a kept plan must pass: final (every constraint) | commonsense | delivered (any plan)"
+    )
+    max_tokens: int = Field(1536, ge=64, description="longest trajectory kept, counted with the policy's tokenizer, tools included")
+    examples: int = Field(1000, ge=1, description="trajectories in the SFT set (named so because DVC's run cache leaves any key called size out of its key)")
+    levels: dict[Literal["easy", "medium", "hard"], float] = Field(
+        default_factory=lambda: {"easy": 4, "medium": 3, "hard": 3}, description="relative weights of the levels easy, medium, hard in the SFT set"
+    )
+    seed: int = Field(0, description="seed of the draw")
+    rename_copies: int = Field(
+        0,
+        ge=0,
+        description="after each kept trajectory, this many copies with its cities, places, flight numbers and dates renamed consistently "
+        "(star/travel/rename.py), so the student must copy them from its context; 0 = none",
+    )
+
+
+class LLMFormatterParams(OpenAIEndpoint):
+    model: str = Field("gpt-4o-mini", description="the model name sent to the server")
+    timeout: float = Field(60.0, gt=0, description="seconds to wait for one reply")
+
+
+class FormatParams(Section):
+    """Itinerary text to the official plan JSON."""
+
+    kind: Literal["rules", "llm"] = Field("rules", description="rules: parse the itinerary | llm: ask an OpenAI-compatible model")
+    llm: LLMFormatterParams = Field(default_factory=LLMFormatterParams, description="the server of kind: llm")
+
+
+class EvaluateParams(Section):
+    mode: Literal["official", "strict"] = Field(
+        "official", description="official: the TravelPlanner evaluation's verdicts, quirks included | strict: the intended rules"
+    )
+
+
+SECTIONS = {
+    "world": WorldParams,
+    "synthesize": SynthesizeParams,
+    "teacher": TeacherParams,
+    "filter": FilterParams,
+    "reward": TravelRewardParams,
+    "format": FormatParams,
+    "evaluate": EvaluateParams,
+}
+LAYOUT = Layout("", Path("data/world"), Path("data/queries"), Path("data/trajectories"), Path("data/sft"), Path("models"), Path("data/infer"), Path("reports"))
+SFT_SET_LIMITS = ("filter.max_tokens",)
+TRAINED = ("grpo", "sft")
