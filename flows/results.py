@@ -11,5 +11,5 @@ from star.results import write_results
 
 
 @flow(name="results")
-def results_flow(reports: Path, policies: list[str], qa_policies: list[str], comparisons: dict[str, tuple[str, Path, Path]]) -> dict[str, float]:
-    return task(write_results)(reports, policies, qa_policies, comparisons)
+def results_flow(reports: Path, domains: list[str]) -> dict[str, float]:
+    return task(write_results)(reports, domains)

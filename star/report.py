@@ -37,6 +37,7 @@ from pydantic import BaseModel, Field
 
 from star.io import atomic_path, write_json, write_text
 from star.plots import pyplot, save_png
+from star.sections import DOMAINS, trained
 
 EXPERIMENT = "star"
 LEVELS = ("easy", "medium", "hard")
@@ -44,10 +45,10 @@ LEVELS = ("easy", "medium", "hard")
 METRICS = ("final_pass_rate", "delivery_rate", "commonsense_micro", "commonsense_macro", "hard_micro", "hard_macro")
 TRAIN_STAGES = ("sft", "grpo")
 CURVES = ("rollout/reward", "rollout/success")
-# the trained policies of both domains, shown by default; the others (base, teacher,
+# every domain's trained policies, shown by default; the others (base, teacher,
 # baselines, the travel agent on QA) when asked for, or when nothing else was evaluated
-POLICY_ORDER = ("grpo", "sft", "qa_grpo", "qa_sft", "base", "teacher")
-TRAINED = ("grpo", "sft", "qa_grpo", "qa_sft")
+TRAINED = tuple(policy for domain in DOMAINS for policy in trained(domain))
+POLICY_ORDER = (*TRAINED, "base", "teacher")
 # params whose effect on the final pass rate gets its own plot when they vary
 SWEEP_PARAMS = ("filter.examples", "env.fault_rate")
 # QA columns besides EM and F1: exact match per hop count

@@ -4,6 +4,7 @@ travel agent out of its domain (the alignment tax)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from star.plots import grouped_bars
 
@@ -59,3 +60,29 @@ def item_scores(trajectories_path: str | Path) -> dict[int, float]:
     from star.io import read_jsonl
 
     return {row["query_id"]: float(row["evaluation"]["em"]) for row in read_jsonl(trajectories_path)}
+
+
+POLICIES = ["qa_base", "qa_sft", "qa_grpo", "naive_rag", "base_tool_call", "travel_base", "travel_sft", "travel_grpo", "qa_teacher"]
+PLOTS = ["qa_em.png"]
+
+
+def summarize(where: Any, reports: Path) -> Any:
+    """QA's part of the results (star/results.py): the agent, the baselines, the expert and the travel agent, with the
+    gains of training over the baselines, and the alignment tax with its CI."""
+    from star.results import DomainResults, collect
+
+    results = collect(where.reports, POLICIES)
+    text = ""
+    if results:
+        text = "\n## Multi-hop QA\n\n" + markdown_table(results)
+        plot_em(results, reports / PLOTS[0])
+    trajectories = {p: where.infer / p / "trajectories.jsonl" for p in POLICIES}
+    pairs = [("qa_grpo", "qa_sft"), ("qa_sft", "naive_rag"), ("qa_sft", "base_tool_call"), ("travel_sft", "travel_base"), ("travel_grpo", "travel_base")]
+    tax = alignment_tax(results)
+    metrics = {f"{p}/{m}": v[m] for m in ("em", "f1") for p, v in results.items()}
+    return DomainResults(
+        results, text, {**metrics, **tax}, item_scores,
+        # qa grpo - sft em, ..., and the alignment tax with its CI: QA exact match after travel training minus before
+        comparisons={f"qa {a.removeprefix('qa_')} - {b.removeprefix('qa_')} em": (trajectories[a], trajectories[b]) for a, b in pairs},
+        extras=tax,
+    )

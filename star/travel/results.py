@@ -75,3 +75,24 @@ def item_scores(rows_path: str | Path) -> dict[int, float]:
     from star.io import read_jsonl
 
     return {row["idx"]: float(row["final_pass"]) for row in read_jsonl(rows_path)}
+
+
+POLICIES = ["base", "sft", "grpo", "teacher"]
+PLOTS = ["pass_rates.png"]
+
+
+def summarize(where: Any, reports: Path) -> Any:
+    """Travel's part of the results (star/results.py): the policies' metrics and tool-call arguments, the gains of training."""
+    from star.results import DomainResults, collect
+
+    results, arguments = collect(where.reports, POLICIES), collect(where.reports, POLICIES, "arguments.json")
+    text = "## TravelPlanner\n\n" + markdown_table(results)
+    if arguments:
+        text += "\n## Travel tool-call arguments taken from the query\n\n" + arguments_table(arguments)
+    plot_pass_rates(results, reports / PLOTS[0])
+    rows = {p: where.reports / p / "rows.jsonl" for p in POLICIES}
+    return DomainResults(
+        results, text, {f"{p}/final_pass_rate": m["final_pass_rate"] for p, m in results.items()}, item_scores,
+        comparisons={"travel grpo - sft final_pass": (rows["grpo"], rows["sft"]), "travel sft - base final_pass": (rows["sft"], rows["base"])},
+        extras={"arguments": arguments},
+    )
