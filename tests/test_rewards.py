@@ -4,10 +4,10 @@ from star.train.rubric import Rubric
 from star.travel.commonsense import COMMONSENSE
 from star.travel.evaluate import PlanEvaluation
 from star.travel.hard import HARD
-from star.travel.rewards import GradedPlan, curriculum_reward, macro_reward, reward_functions, success_reward, sum_reward, switch_step
+from star.travel.rewards import GradedPlan, complete_sum_reward, curriculum_reward, macro_reward, reward_functions, success_reward, sum_reward, switch_step
 from star.travel.specs import TravelRewardParams
 
-OUTCOMES = ("sum", "macro", "success", "curriculum")
+OUTCOMES = ("sum", "complete_sum", "macro", "success", "curriculum")
 
 
 def evaluation(cs_fail=(), hard_fail=(), hard_set=("budget",), hard=True, delivered=True) -> PlanEvaluation:
@@ -35,6 +35,13 @@ def test_sum_is_the_mean_of_five_rates():
     assert sum_reward(HARD_ONLY_FAILS) == pytest.approx((1 + 1 + 0 + 0 + 0) / 5)
     assert sum_reward(UNGATED) == pytest.approx((7 / 8 + 0 + 0 + 0 + 0) / 5)
     assert sum_reward(TWO_OF_FIVE_FAIL) == pytest.approx((1 + 1 + 3 / 5 + 0 + 0) / 5)
+
+
+def test_an_incomplete_plan_earns_nothing_under_complete_sum():
+    cut_short = evaluation(cs_fail=("complete_information",))
+    assert sum_reward(cut_short) == pytest.approx((7 / 8 + 0 + 1 + 1 + 0) / 5)  # what sum pays it
+    assert complete_sum_reward(cut_short) == 0.0
+    assert complete_sum_reward(PARTIAL) == sum_reward(PARTIAL) and complete_sum_reward(PERFECT) == 1.0
 
 
 def test_macro_and_success():

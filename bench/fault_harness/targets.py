@@ -41,7 +41,7 @@ def fuzz_targets(c: Corpus) -> dict[str, tuple[Callable, Callable]]:
     everything = travel_pool + qa_pool
     travel_env = TravelEnv(c.tools, max_turns=6, fault_rate=0.1, seed=0)
     qa_env = QAEnv(c.qa_tools, max_turns=6, fault_rate=0.1, seed=0)
-    outcomes = ("sum", "macro", "success", "curriculum")
+    outcomes = ("sum", "complete_sum", "macro", "success", "curriculum")
     travel_scorers = {kind: Scorer(c.index, TravelRewardParams(weights={kind: 1.0, "process": 0.1}), 10) for kind in outcomes}
     qa_params = [QARewardParams(weights={o: 1.0, "format": 0.1, "process": 0.1}) for o in ("em", "f1")]
     known_kinds = list(KIND_GROUPS) + ["", "fault ", "OK", "answer", "after_done"]

@@ -11,6 +11,8 @@ Let e be the `PlanEvaluation` of the plan a trajectory delivered, in any mode:
     success   = 1 if the plan passes everything (final pass) else 0
 
     sum        = (cs_micro + cs_macro + hard_micro + hard_macro + success) / 5
+    complete_sum = sum for a plan that passes complete_information, else 0: a
+                 plan cut short earns nothing for the other checks it passes
     macro      = (cs_macro + hard_macro) / 2
     success    = success
     curriculum = sum while step < switch, success from then on, where
@@ -48,6 +50,13 @@ def sum_reward(evaluation: PlanEvaluation | None) -> float:
     e = evaluation
     parts = (e.commonsense_micro, float(e.commonsense_pass), e.hard_micro, float(e.hard_pass), float(e.final_pass))
     return sum(parts) / len(parts)
+
+
+def complete_sum_reward(evaluation: PlanEvaluation | None) -> float:
+    """sum, but nothing for a plan that misses information: a plan cut short would otherwise pass most other checks."""
+    if not _usable(evaluation) or evaluation.commonsense.get("complete_information") is not True:
+        return 0.0
+    return sum_reward(evaluation)
 
 
 def macro_reward(evaluation: PlanEvaluation | None) -> float:
@@ -92,6 +101,7 @@ def reward_functions(params: TravelRewardParams, total_steps: int) -> dict[str, 
     """Every reward the `reward` section can weigh, by name."""
     return {
         "sum": lambda g: sum_reward(g.evaluation),
+        "complete_sum": lambda g: complete_sum_reward(g.evaluation),
         "macro": lambda g: macro_reward(g.evaluation),
         "success": lambda g: success_reward(g.evaluation),
         "curriculum": lambda g: curriculum_reward(g.evaluation, g.step, total_steps, params.switch_at),

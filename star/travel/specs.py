@@ -106,7 +106,7 @@ class ParaphraseSpec(OpenAIEndpoint):
 
 
 # The named reward functions of star/travel/rewards.py, which the reward section weighs.
-TravelReward = Literal["sum", "macro", "success", "curriculum", "process"]
+TravelReward = Literal["sum", "complete_sum", "macro", "success", "curriculum", "process"]
 
 
 class TravelRewardParams(BaseModel):
@@ -115,8 +115,9 @@ class TravelRewardParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     weights: dict[TravelReward, float] = Field(
-        default_factory=lambda: {"sum": 1.0, "macro": 0.0, "success": 0.0, "curriculum": 0.0, "process": 0.1},
-        description="weight of each reward function (0: not computed): sum (the mean of the plan's five official rates) | macro "
+        default_factory=lambda: {"sum": 1.0, "complete_sum": 0.0, "macro": 0.0, "success": 0.0, "curriculum": 0.0, "process": 0.1},
+        description="weight of each reward function (0: not computed): sum (the mean of the plan's five official rates) | complete_sum "
+        "(sum for a plan that passes complete_information, else 0) | macro "
         "(commonsense-all and hard-all pass, averaged) | success (final pass) | curriculum (sum until switch_at, then success) | "
         "process (Agent-R1's mean value of the episode's calls, clipped to [-1, 1])",
     )
