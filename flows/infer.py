@@ -42,7 +42,9 @@ def load_policy(infer: InferParams, model_dir: Path) -> tuple[Any, Any]:
         return make_backend("transformers", model=lm, tokenizer=tokenizer, temperature=infer.temperature, top_p=infer.top_p, seed=infer.seed), tokenizer
     if infer.backend == "vllm":
         return make_backend("vllm", model=source, temperature=infer.temperature, top_p=infer.top_p, seed=infer.seed), tokenizer
-    return make_backend("openai", **infer.openai.model_dump(), temperature=infer.temperature), tokenizer
+    if infer.backend == "openai":
+        return make_backend("openai", **infer.openai.model_dump(), temperature=infer.temperature), tokenizer
+    return make_backend(infer.backend, model=source, tokenizer=tokenizer, temperature=infer.temperature, top_p=infer.top_p, seed=infer.seed), tokenizer
 
 
 def play_policy(infer: InferParams, model: ModelParams, domain: Domain, policy: str, tasks: list, model_dir: Path | None) -> list[dict]:

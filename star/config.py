@@ -88,8 +88,10 @@ class OpenAIEndpointParams(OpenAIEndpoint):
 class InferParams(Section, RolloutLimits):
     """How policies are run on the test split, within the episode limits (star/agent/limits.py)."""
 
-    backend: Literal["transformers", "openai", "vllm"] = Field(
-        "transformers", description="transformers | openai (any OpenAI-compatible server, e.g. vllm serve) | vllm"
+    backend: str = Field(
+        "transformers",
+        description="transformers | openai (any OpenAI-compatible server, e.g. vllm serve) | vllm | a module path holding BACKEND, e.g. mypackage.mybackend (star/agent/backend.py)",
+        pattern=r"^(transformers|openai|vllm|[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+)$",
     )
     temperature: float = Field(0.0, ge=0.0, le=2.0, description="sampling temperature; 0: greedy")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling: the probability mass sampled from")

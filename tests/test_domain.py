@@ -86,3 +86,25 @@ def test_a_third_domain_runs_the_generic_stages_from_its_module_alone(tmp_path):
         domain_code = [f for f in files if f.startswith(("star/travel/", "star/qa/")) and Path(f).name not in ("__init__.py", "specs.py")]
         stage = record.name.split()[0].removeprefix("stages.")
         assert f"stages/{stage}.py" in files and not domain_code, (record.name, domain_code)
+
+
+def test_a_generation_backend_in_one_module_plays_a_policy(tmp_path):
+    """infer.backend names tests/toy_backend.py; flows.infer makes it and plays the toy domain with it."""
+    from flows.infer import play_policy
+    from star.config import InferParams, ModelParams
+    from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
+    from tests.toy_backend import ANSWER
+    from tests.toy_domain import SYSTEM, PhoneDomain, PhoneParams
+
+    domain = PhoneDomain({"phone": PhoneParams()}, tmp_path / "world")
+    domain.build_world(tmp_path / "world")
+    domain.synthesize(tmp_path / "tasks")
+    tasks = domain.load_tasks(tmp_path / "tasks/test.jsonl")
+    rows = domain.reference_episodes(tasks)
+    corpus = corpus_from_trajectories([r["messages"] for r in rows], json.loads(rows[0]["tools"]), SYSTEM)
+    model = make_tiny(tmp_path / "model", corpus, domain.entity_names(), TinySpec(vocab_size=400, hidden_size=64, num_layers=1, num_heads=2))
+    infer = InferParams(backend="tests.toy_backend", max_turns=3, max_new_tokens=64, max_total_tokens=1024)
+    played = play_policy(infer, ModelParams(), domain, "base", tasks, model)
+    assert len(played) == len(tasks) and all(r["answer"] == ANSWER and r["turns"] == 1 and not r["truncated"] for r in played)
+    with pytest.raises(ValueError, match="backend"):
+        InferParams(backend="no such backend")

@@ -12,10 +12,16 @@ backends:
   (`vllm serve` included). It is message based, so it returns text; the
   engine tokenises it and cannot know the server's own tokens or
   log-probabilities.
+
+A new backend is one module with a `BACKEND` class that follows `Backend` and is
+made as `BACKEND(model=<model directory>, tokenizer=..., temperature=..., top_p=...,
+seed=...)`: `make_backend("mypackage.mybackend", ...)`, or `infer.backend:
+mypackage.mybackend` in params.yaml.
 """
 
 from __future__ import annotations
 
+import importlib
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -137,8 +143,12 @@ def eos_token_ids(model: Any, tokenizer: Any) -> set[int]:
     return ids
 
 
-def make_backend(kind: Literal["transformers", "openai", "vllm"], **kwargs: Any) -> Backend:
-    """A backend by name. For "transformers", `model` may be a path; the tokenizer is then loaded beside it."""
+BUILTIN = ("transformers", "openai", "vllm")
+
+
+def make_backend(kind: str, **kwargs: Any) -> Backend:
+    """A backend by name (a built-in one, or a module path holding `BACKEND`). For "transformers", `model` may
+    be a path; the tokenizer is then loaded beside it."""
     # Imported here so that a backend's dependencies (torch, vLLM) load only when it is made.
     if kind == "transformers":
         from star.agent.hf_backend import TransformersBackend
@@ -161,4 +171,9 @@ def make_backend(kind: Literal["transformers", "openai", "vllm"], **kwargs: Any)
         from star.agent.vllm_backend import VLLMBackend
 
         return VLLMBackend(**kwargs)
-    raise ValueError(f"unknown backend {kind!r}; use 'transformers', 'openai' or 'vllm'")
+    if "." in kind:
+        backend = getattr(importlib.import_module(kind), "BACKEND", None)
+        if backend is None:
+            raise ValueError(f"{kind} has no BACKEND (a class that follows star.agent.backend.Backend)")
+        return backend(**kwargs)
+    raise ValueError(f"unknown backend {kind!r}; use one of {', '.join(BUILTIN)} or a module path holding BACKEND")
