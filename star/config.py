@@ -1,9 +1,9 @@
 """The schema of params.yaml: one pydantic model per section.
 
 The generic sections (model, training, inference, the env and the runner) are here; each
-registered domain brings its own (star/sections.py). A stage loads only its own sections. Any problem (bad YAML, unknown key,
-wrong type, value out of range) is a `ParamsError` whose message is one line
-naming the key path, the value and what is allowed.
+registered domain brings its own (star/sections.py). A stage loads only its own sections.
+Any problem (bad YAML, unknown key, wrong type, value out of range) is a `ParamsError`
+whose message is one line naming the key path, the value and what is allowed.
 """
 
 from __future__ import annotations
