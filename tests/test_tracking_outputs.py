@@ -211,6 +211,7 @@ def test_sft_logs_its_model_without_copying_it(root, travel, tiny, monkeypatch, 
 def test_grpo_logs_its_model(root, travel, tiny, monkeypatch, one_torch_thread):
     import flows.grpo
     from star.config import EnvParams, GRPOStageParams, ModelParams
+    from star.travel.specs import TravelRewardParams
 
     monkeypatch.setattr(flows.grpo, "reinforce", flows.grpo.train)  # the task's function, without Prefect
     grpo = GRPOStageParams(
@@ -229,7 +230,7 @@ def test_grpo_logs_its_model(root, travel, tiny, monkeypatch, one_torch_thread):
     (root / "sft.jsonl").write_text("".join(json.dumps({"query_id": r["query_id"]}) + "\n" for r in travel["rows"]))
     out = root / "models/grpo"
     with stage_run("grpo", {}, root) as run:
-        domain = TravelDomain({"env": EnvParams()}, travel["world"])
+        domain = TravelDomain({"env": EnvParams(), "reward": TravelRewardParams()}, travel["world"])
         metrics = flows.grpo.grpo_flow.fn(grpo, EnvParams(), ModelParams(), domain, travel["queries"], root / "sft.jsonl", tiny, out, root / "ckpt", root / "grpo.csv")
     client, model = _model_of(root, run.info.run_id)
     assert model.name == "grpo" and model.source_run_id == run.info.run_id and (out / "config.json").is_file()
