@@ -2,7 +2,7 @@
 
 The generic stages run it as `python -m stages.distill tests.toy_domain` and so on; nothing
 outside this file knows it exists. It brings a params section (`phone`, validated like any other)
-and a baseline (`phone_closed_book`: the base model without the directory).
+and a baseline (`closed_book`: the base model without the directory).
 """
 
 from __future__ import annotations
