@@ -36,9 +36,9 @@ class ServiceError(RuntimeError):
 
 def client_timeout(seconds: float):
     """The timeout for an openai client: `seconds` to reply, at most CONNECT_TIMEOUT to connect."""
-    import httpx
+    import openai  # its own Timeout: the SDK's HTTP library is not always `httpx`
 
-    return httpx.Timeout(seconds, connect=min(seconds, CONNECT_TIMEOUT))
+    return openai.Timeout(seconds, connect=min(seconds, CONNECT_TIMEOUT))
 
 
 def retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
