@@ -109,3 +109,35 @@ def test_every_reward_the_params_name_is_a_function():
 
     assert list(scorer_functions()) == list(get_args(TravelReward)) == list(TravelRewardParams().weights)
     assert list(qa_functions(QARewardParams())) == list(get_args(QAReward)) == list(QARewardParams().weights)
+
+
+def test_kept_sum_pays_nothing_for_breaking_a_stated_constraint(synthetic_sandbox):
+    """Under sum, driving where the user will not drive outscores a flight with a mis-copied number
+    (the gate leaves its hard constraints unscored); kept_sum turns that order round."""
+    import re
+    from dataclasses import replace
+
+    from star.travel.evaluate import evaluate_plan
+    from star.travel.sandbox_index import index_for
+    from tests.test_evaluate import build_world, make_plan, make_query
+
+    index = index_for(synthetic_sandbox)
+    kept_sum = scorer_functions(kept_sum=1.0)["kept_sum"]
+
+    def score(world, query):
+        plan = make_plan(world)
+        g = GradedPlan(query, None, evaluate_plan(query, plan, index), 0, plan, index)
+        return sum_reward(g.evaluation), kept_sum(g)
+
+    drive = build_world(synthetic_sandbox, kind="drive")
+    flight = build_world(synthetic_sandbox, kind="flight")
+    number = re.search(r"Flight Number: (\S+),", flight.out_leg).group(1)
+    miscopied = replace(flight, out_leg=flight.out_leg.replace(number, number[:-1] + ("0" if number[-1] != "0" else "1")))
+    no_driving = {"transportation": "no self-driving"}
+
+    drive_sum, drive_kept = score(drive, make_query(drive, local=no_driving))
+    slip_sum, slip_kept = score(miscopied, make_query(miscopied, local=no_driving))
+    assert drive_sum > slip_sum > 0  # the order sum teaches
+    assert drive_kept == 0.0 and slip_kept == slip_sum  # the order kept_sum teaches
+    assert score(drive, make_query(drive)) == (1.0, 1.0)  # nothing stated: kept_sum is sum
+    assert score(flight, make_query(flight, local=no_driving)) == (1.0, 1.0)

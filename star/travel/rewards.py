@@ -13,6 +13,12 @@ Let e be the `PlanEvaluation` of the plan a trajectory delivered, in any mode:
     sum        = (cs_micro + cs_macro + hard_micro + hard_macro + success) / 5
     complete_sum = sum for a plan that passes complete_information, else 0: a
                  plan cut short earns nothing for the other checks it passes
+    kept_sum   = sum for a plan that keeps every local constraint the query
+                 states (transportation, cuisine, room type, house rule), else
+                 0. They are checked as strict mode does, also where the
+                 official gate leaves them unscored: under sum a plan that
+                 drives where the user will not drive (about 0.5) outscores a
+                 flight with one mis-copied number (about 0.175, gated)
     macro      = (cs_macro + hard_macro) / 2
     success    = success
     curriculum = sum while step < switch, success from then on, where
@@ -28,12 +34,14 @@ The reward that trains is the sum of weight x function (star/train/rubric.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from star.train.process import call_breakdown, process_reward, verdicts
 from star.train.rubric import RewardFunction, Rubric
 from star.travel.evaluate import PlanEvaluation, evaluate_plan
 from star.travel.format import format_rules
+from star.travel.hard import LOCAL_CHECKS, LOCAL_TO_HARD, local_constraint
 from star.travel.query import Query
 from star.travel.sandbox_index import SandboxIndex
 from star.travel.specs import TravelRewardParams
@@ -57,6 +65,20 @@ def complete_sum_reward(evaluation: PlanEvaluation | None) -> float:
     if not _usable(evaluation) or evaluation.commonsense.get("complete_information") is not True:
         return 0.0
     return sum_reward(evaluation)
+
+
+def keeps_stated_constraints(query: Query, plan: Any, index: SandboxIndex) -> bool:
+    """Whether the plan keeps every local constraint the query states, scored whatever the official gate says."""
+    stated = [LOCAL_TO_HARD[k] for k in LOCAL_CHECKS if local_constraint(query, k) is not None]
+    if not stated:
+        return True
+    strict = evaluate_plan(query, plan, index, mode="strict")
+    return all(strict.hard[h] is True for h in stated)
+
+
+def kept_sum_reward(evaluation: PlanEvaluation | None, kept: bool) -> float:
+    """sum, but nothing for a plan that breaks a constraint the user stated."""
+    return sum_reward(evaluation) if kept else 0.0
 
 
 def macro_reward(evaluation: PlanEvaluation | None) -> float:
@@ -95,6 +117,13 @@ class GradedPlan:
     env: Any
     evaluation: PlanEvaluation | None
     step: int
+    plan: Any = None
+    index: SandboxIndex | None = None
+
+    @cached_property
+    def kept(self) -> bool:
+        """The stated local constraints all kept (kept_sum); computed only when a weighted reward asks."""
+        return _usable(self.evaluation) and keeps_stated_constraints(self.query, self.plan, self.index)
 
 
 def reward_functions(params: TravelRewardParams, total_steps: int) -> dict[str, RewardFunction]:
@@ -102,6 +131,7 @@ def reward_functions(params: TravelRewardParams, total_steps: int) -> dict[str, 
     return {
         "sum": lambda g: sum_reward(g.evaluation),
         "complete_sum": lambda g: complete_sum_reward(g.evaluation),
+        "kept_sum": lambda g: kept_sum_reward(g.evaluation, g.kept),
         "macro": lambda g: macro_reward(g.evaluation),
         "success": lambda g: success_reward(g.evaluation),
         "curriculum": lambda g: curriculum_reward(g.evaluation, g.step, total_steps, params.switch_at),
@@ -127,5 +157,5 @@ class Scorer:
             "hard_micro": evaluation.hard_micro if ok else 0.0,
             "turns": float(env.turns),
             **call_breakdown([c.kind for c in env.calls]),
-            **self.rubric.score(GradedPlan(query, env, evaluation, step)),
+            **self.rubric.score(GradedPlan(query, env, evaluation, step, plan, self.index)),
         }

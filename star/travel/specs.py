@@ -106,7 +106,7 @@ class ParaphraseSpec(OpenAIEndpoint):
 
 
 # The named reward functions of star/travel/rewards.py, which the reward section weighs.
-TravelReward = Literal["sum", "complete_sum", "macro", "success", "curriculum", "process"]
+TravelReward = Literal["sum", "complete_sum", "kept_sum", "macro", "success", "curriculum", "process"]
 
 
 class TravelRewardParams(BaseModel):
@@ -115,9 +115,10 @@ class TravelRewardParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     weights: dict[TravelReward, float] = Field(
-        default_factory=lambda: {"sum": 1.0, "complete_sum": 0.0, "macro": 0.0, "success": 0.0, "curriculum": 0.0, "process": 0.1},
+        default_factory=lambda: {"sum": 1.0, "complete_sum": 0.0, "kept_sum": 0.0, "macro": 0.0, "success": 0.0, "curriculum": 0.0, "process": 0.1},
         description="weight of each reward function (0: not computed): sum (the mean of the plan's five official rates) | complete_sum "
-        "(sum for a plan that passes complete_information, else 0) | macro "
+        "(sum for a plan that passes complete_information, else 0) | kept_sum (sum for a plan that keeps every local "
+        "constraint the query states, checked even where the official gate skips them, else 0) | macro "
         "(commonsense-all and hard-all pass, averaged) | success (final pass) | curriculum (sum until switch_at, then success) | "
         "process (Agent-R1's mean value of the episode's calls, clipped to [-1, 1])",
     )
