@@ -2,7 +2,8 @@
 
 POLICY is a model stage of the domain (base, sft, grpo; QA's are named qa_base, ...),
 one of its baselines (on the base model), another domain's model (travel_sft: the
-travel agent out of its domain), or the domain's teacher (teacher, qa_teacher).
+travel agent out of its domain), that model under one of the baselines' prompts
+(travel_sft_naive_rag), or the domain's teacher (teacher, qa_teacher).
 """
 
 import sys
@@ -20,7 +21,10 @@ def model_dir(domain: str, policy: str) -> Path | None:
         return None
     for other in DOMAINS:
         if other != domain and policy.startswith(f"{other}_"):
-            return layout(other).models / policy.removeprefix(f"{other}_")
+            name = policy.removeprefix(f"{other}_")
+            for baseline in baselines(domain):  # another domain's model, asked as the baseline asks
+                name = name.removesuffix(f"_{baseline}")
+            return layout(other).models / name
     name = policy.removeprefix(where.prefix)
     return where.models / baselines(domain).get(name, name)
 

@@ -7,12 +7,17 @@ from pathlib import Path
 import pytest
 from pipeline_repo import exp_run, imports_dir, mlflow_runs, new_repo, sh
 
+from star.qa.evaluate import NAIVE_RAG_SYSTEM_PROMPT
+
 pytestmark = pytest.mark.slow
 POLICIES = ("base", "sft", "grpo", "teacher")
 STAGES = {"world", "synthesize", "distill", "base", "copy", "filter", "sft", "grpo", "results", "report", "infer_teacher"}
 STAGES |= {f"{kind}@{p}" for kind in ("format", "evaluate") for p in POLICIES} | {f"infer@{p}" for p in ("base", "sft", "grpo")}
 STAGES |= {"probe@sft", "probe@grpo"}
-QA_POLICIES = ("qa_base", "qa_sft", "qa_grpo", "naive_rag", "base_tool_call", "travel_base", "travel_sft", "travel_grpo", "qa_teacher")
+QA_POLICIES = (
+    "qa_base", "qa_sft", "qa_grpo", "naive_rag", "base_tool_call", "travel_base", "travel_sft", "travel_grpo",
+    "travel_base_naive_rag", "travel_sft_naive_rag", "travel_grpo_naive_rag", "qa_teacher",
+)
 STAGES |= {f"qa_{s}" for s in ("world", "synthesize", "distill", "base", "copy", "filter", "sft", "grpo", "infer_teacher")}
 STAGES |= {f"qa_infer@{p}" for p in QA_POLICIES if p != "qa_teacher"}
 
@@ -67,9 +72,12 @@ def test_micro_pipeline_end_to_end(repo):
         assert 0.0 <= qa[policy]["em"] <= qa[policy]["f1"] <= 1.0
     assert qa["qa_teacher"]["em"] == 1.0
     # The alignment tax comes with a paired CI: QA exact match after travel training minus before, per question.
-    for policy in ("sft", "grpo"):
-        gain = everything["gains"][f"qa travel_{policy} - travel_base em"]
+    # On the QA agent's prompt and on Naive RAG's.
+    for policy, base in (("sft", "base"), ("grpo", "base"), ("sft_naive_rag", "base_naive_rag"), ("grpo_naive_rag", "base_naive_rag")):
+        gain = everything["gains"][f"qa travel_{policy} - travel_{base} em"]
         assert gain["gain"] == pytest.approx(-everything[f"alignment_tax_{policy}"]) and gain["ci_low"] <= gain["gain"] <= gain["ci_high"]
+    naive_rag = [json.loads(r) for r in (repo / "data/qa/infer/travel_sft_naive_rag/trajectories.jsonl").read_text().splitlines()]
+    assert all(r["messages"][0]["content"] == NAIVE_RAG_SYSTEM_PROMPT and r["tool_calls"] == 0 for r in naive_rag)  # asked as Naive RAG asks
     assert "| naive_rag | baseline: Naive RAG |" in (repo / "reports/results.md").read_text()
     assert (repo / "reports/qa_em.png").stat().st_size > 1000
     # The comparison report, from the MLflow store.

@@ -301,3 +301,24 @@ def test_a_policy_row_is_cut_as_the_rollout_engine_decided(tools, questions, tmp
     cut = Trajectory(env.history, [1, 2], [3, 4, 5], [1, 1, 0], None, None, True, 2, EnvInfo())
     row = QADomain({"qa": QAParams()}, tmp_path).policy_row(q, env, cut, "qa_sft")
     assert row["truncated"] is True and row["completion_tokens"] == 2 and row["teacher"] == "qa_sft"
+
+
+def test_another_domains_model_is_asked_as_a_baseline_asks(tools, questions, tmp_path):
+    """travel_sft_naive_rag: the travel agent's model, in Naive RAG's episode (the alignment tax on that prompt)."""
+    from pathlib import Path
+
+    from stages.infer import model_dir
+    from star.qa.domain import QADomain
+    from star.qa.results import alignment_tax
+    from star.qa.specs import QAParams
+
+    assert model_dir("qa", "travel_sft_naive_rag") == Path("models/sft") and model_dir("qa", "travel_grpo") == Path("models/grpo")
+    assert model_dir("qa", "naive_rag") == Path("models/qa/base")
+    domain = QADomain({"qa": QAParams()}, tmp_path)
+    domain.tools = tools
+    q = two_hop(questions)
+    assert type(domain.make_env(q, 0, max_turns=4, policy="travel_sft_naive_rag")) is NaiveRAGEnv
+    assert type(domain.make_env(q, 0, max_turns=4, policy="travel_sft")) is QAEnv
+    assert domain.tool_schemas("travel_grpo_base_tool_call", False) and not domain.tool_schemas("travel_grpo", False)
+    results = {"travel_base": {"em": 0.1}, "travel_sft": {"em": 0.1}, "travel_base_naive_rag": {"em": 0.3}, "travel_sft_naive_rag": {"em": 0.2}}
+    assert alignment_tax(results) == {"alignment_tax_sft": 0.0, "alignment_tax_sft_naive_rag": pytest.approx(0.1)}

@@ -129,15 +129,16 @@ class QADomain(Domain):
     def make_env(self, task: Any, seed: int, *, max_turns: int, fault_rate: float = 0.0, policy: str = "") -> Any:
         from star.qa.env import BaseToolCallEnv, NaiveRAGEnv, QAEnv
 
-        if policy == "naive_rag":  # the baseline: one retrieval, then an answer
+        # The baselines, also played by another domain's model (travel_sft_naive_rag: the alignment tax on their prompts).
+        if policy.endswith("naive_rag"):  # one retrieval, then an answer
             return NaiveRAGEnv(self.tools)
-        if policy == "base_tool_call":
+        if policy.endswith("base_tool_call"):
             return BaseToolCallEnv(self.tools, max_turns=max_turns, fault_rate=fault_rate, seed=seed + task.idx)
         return QAEnv(self.tools, max_turns=max_turns, fault_rate=fault_rate, seed=seed + task.idx)
 
     def tool_schemas(self, policy: str, requested: bool) -> bool:
         # base_tool_call: the model's native function calling, its tools' JSON schemas in the prompt.
-        return requested or policy == "base_tool_call"
+        return requested or policy.endswith("base_tool_call")
 
     def expert_settings(self) -> str:
         return self.qa.teacher.model_dump_json() + json.dumps([self.qa.top_k, self.qa.max_words, self.qa.max_turns])

@@ -18,7 +18,13 @@ ROLES = {
     "travel_base": "travel agent, untrained",
     "travel_sft": "travel agent, SFT",
     "travel_grpo": "travel agent, GRPO",
+    "travel_base_naive_rag": "travel agent, untrained, Naive RAG prompt",
+    "travel_sft_naive_rag": "travel agent, SFT, Naive RAG prompt",
+    "travel_grpo_naive_rag": "travel agent, GRPO, Naive RAG prompt",
 }
+# The travel agent is asked with the QA agent's prompt and with Naive RAG's, where an untrained model that
+# cannot follow the agent's tags still answers: the alignment tax on each.
+TAX_PROMPTS = ("", "_naive_rag")
 
 
 def ordered(results: dict[str, dict[str, float]]) -> list[str]:
@@ -26,12 +32,18 @@ def ordered(results: dict[str, dict[str, float]]) -> list[str]:
     return sorted(results, key=lambda p: (order.index(p) if p in order else len(order), p))
 
 
+def tax_pairs() -> list[tuple[str, str]]:
+    """(trained, untrained) travel agents, on each prompt."""
+    return [(f"travel_{p}{prompt}", f"travel_base{prompt}") for prompt in TAX_PROMPTS for p in ("sft", "grpo")]
+
+
 def alignment_tax(results: dict[str, dict[str, float]]) -> dict[str, float]:
-    """QA exact match lost by the travel agent as its travel training grows (untrained minus trained)."""
-    base = results.get("travel_base", {}).get("em")
-    if base is None:
-        return {}
-    return {f"alignment_tax_{p}": base - results[f"travel_{p}"]["em"] for p in ("sft", "grpo") if f"travel_{p}" in results}
+    """QA exact match lost by the travel agent as its travel training grows (untrained minus trained), on each prompt."""
+    return {
+        "alignment_tax_" + trained.removeprefix("travel_"): results[base]["em"] - results[trained]["em"]
+        for trained, base in tax_pairs()
+        if trained in results and base in results
+    }
 
 
 def markdown_table(results: dict[str, dict[str, float]]) -> str:
@@ -62,7 +74,10 @@ def item_scores(trajectories_path: str | Path) -> dict[int, float]:
     return {row["query_id"]: float(row["evaluation"]["em"]) for row in read_jsonl(trajectories_path)}
 
 
-POLICIES = ["qa_base", "qa_sft", "qa_grpo", "naive_rag", "base_tool_call", "travel_base", "travel_sft", "travel_grpo", "qa_teacher"]
+POLICIES = [
+    "qa_base", "qa_sft", "qa_grpo", "naive_rag", "base_tool_call", "travel_base", "travel_sft", "travel_grpo",
+    "travel_base_naive_rag", "travel_sft_naive_rag", "travel_grpo_naive_rag", "qa_teacher",
+]
 PLOTS = ["qa_em.png"]
 
 
@@ -77,7 +92,7 @@ def summarize(where: Any, reports: Path) -> Any:
         text = "\n## Multi-hop QA\n\n" + markdown_table(results)
         plot_em(results, reports / PLOTS[0])
     trajectories = {p: where.infer / p / "trajectories.jsonl" for p in POLICIES}
-    pairs = [("qa_grpo", "qa_sft"), ("qa_sft", "naive_rag"), ("qa_sft", "base_tool_call"), ("travel_sft", "travel_base"), ("travel_grpo", "travel_base")]
+    pairs = [("qa_grpo", "qa_sft"), ("qa_sft", "naive_rag"), ("qa_sft", "base_tool_call"), *tax_pairs()]
     tax = alignment_tax(results)
     metrics = {f"{p}/{m}": v[m] for m in ("em", "f1") for p, v in results.items()}
     return DomainResults(
