@@ -9,7 +9,7 @@ from star.agent.hf_backend import TransformersBackend
 from star.agent.rollout import RolloutLimits
 from star.config import GRPOStageParams
 from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
-from star.train.grpo import EpisodeRunner, episode_end, train_grpo, zero_variance_groups
+from star.train.grpo import EpisodeRunner, episode_end, task_prompts, train_grpo, zero_variance_groups
 from star.train.grpo_params import GRPOParams
 from star.train.process import process_reward, verdicts
 from star.travel.distill import ExpertTeacher, run_episode
@@ -37,6 +37,24 @@ class _State:
 class _Trainer:
     state = _State()
     processing_class = None
+
+
+def test_two_tasks_with_one_text_stay_two():
+    """The rollout finds each prompt's task by its position, not by its text."""
+    twins = [SimpleNamespace(query="the same words", idx=i) for i in range(2)]
+    prompts = task_prompts(twins, lambda q: q.query, "system")
+    assert [m["role"] for m in prompts[0]] == ["system", "user"] and prompts[0][1]["content"] == prompts[1][1]["content"]
+    played = []
+
+    def play(batch, seed, prefixes):
+        played.extend(q.idx for q in batch)
+        return [(None, SimpleNamespace(truncated=False, completion_mask=[1], completion_ids=[0], prompt_ids=[0], logprobs=None)) for _ in batch]
+
+    runner = EpisodeRunner(play, twins, lambda q, env, step: {"reward": float(q.idx)}, GRPOParams(algorithm="grpo", num_generations=2))
+    trainer = _Trainer()
+    trainer.processing_class = SimpleNamespace(eos_token_id=0)
+    out = runner([prompts[1], prompts[1], prompts[0], prompts[0]], trainer)
+    assert played == [1, 1, 0, 0] and out["reward"] == [1.0, 1.0, 0.0, 0.0]
 
 
 def test_dapo_replaces_flat_groups_and_counts_them():
@@ -130,7 +148,7 @@ def test_runner_masks_every_observation_token(tiny):
         return [(e, t) for _, e, t in played]
 
     runner = EpisodeRunner(play_batch, queries, Scorer(index, TravelRewardParams(), params.steps), params)
-    prompts = [[{"role": "system", "content": ""}, {"role": "user", "content": q.query}] for q in queries[:2] for _ in range(2)]
+    prompts = [p for p in task_prompts(queries[:2], lambda q: q.query, "") for _ in range(2)]
     trainer = _Trainer()
     trainer.processing_class = tokenizer
     out = runner(prompts, trainer)
@@ -171,7 +189,7 @@ def test_an_episode_the_engine_cut_is_masked_whatever_the_rubric_says(tiny):
         return {"reward": 0.0, "truncated": float(env.truncated)}
 
     runner = EpisodeRunner(play_batch, queries, env_only, params)
-    prompts = [[{"role": "user", "content": q.query}] for q in queries[:2] for _ in range(2)]
+    prompts = [p for p in task_prompts(queries[:2], lambda q: q.query, "") for _ in range(2)]
     trainer = _Trainer()
     trainer.processing_class = tokenizer
     out = runner(prompts, trainer)
@@ -196,7 +214,7 @@ def test_arpo_groups_share_a_replayed_prefix(tiny):
         return [(e, t) for _, e, t in play(backend, tokenizer, tools, batch, limits, batch_size=len(batch), seed=seed, prefixes=prefixes, progress=False)]
 
     runner = EpisodeRunner(play_batch, queries, Scorer(index, TravelRewardParams(), params.steps), params)
-    prompts = [[{"role": "user", "content": queries[0].query}]] * 4
+    prompts = task_prompts(queries[:1], lambda q: q.query, "") * 4
     trainer = _Trainer()
     trainer.processing_class = tokenizer
     out = runner(prompts, trainer)
@@ -265,7 +283,7 @@ def test_one_step_raises_the_better_episodes_and_lowers_the_worse(tiny, tmp_path
         return seen[-1]
 
     torch.manual_seed(0)
-    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": q.query}]} for q in queries])
+    dataset = Dataset.from_list([{"prompt": prompt} for prompt in task_prompts(queries, lambda q: q.query, "")])
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[lambda prompts, completions, reward, **kw: reward],

@@ -77,6 +77,13 @@ def zero_variance_groups(rewards: list[float], group_size: int) -> list[int]:
     return [g for g in range(len(rewards) // group_size) if len(set(rewards[g * group_size : (g + 1) * group_size])) == 1]
 
 
+def task_prompts(tasks: list[Any], text_of: Callable[[Any], str], system_prompt: str) -> list[list[dict]]:
+    """Each task's chat as TRL hands it back to the rollout: its user turn carries the task's position in
+    `tasks`, so an episode finds its task by index, and two tasks with one text stay two."""
+    system = [{"role": "system", "content": system_prompt, "task": None}] if system_prompt else []
+    return [[*system, {"role": "user", "content": text_of(t), "task": i}] for i, t in enumerate(tasks)]
+
+
 class EpisodeRunner:
     """Plays episodes for GRPO and keeps per-step statistics for logging."""
 
@@ -86,11 +93,9 @@ class EpisodeRunner:
         queries: list[Any],
         scorer: Callable[[Any, Any, int], dict[str, float]],
         params: GRPOParams,
-        text_of: Callable[[Any], str] = lambda query: query.query,
     ):
         self.play = play  # (queries, seed, forced prefixes) -> [(env, trajectory)]
-        self.by_text = {text_of(q): q for q in queries}
-        self.queries = queries
+        self.queries = queries  # in task_prompts' order
         self.scorer = scorer
         self.params = params
         self.rng = random.Random(params.seed)
@@ -99,7 +104,7 @@ class EpisodeRunner:
 
     def __call__(self, prompts: list[list[dict]], trainer: Any) -> dict[str, Any]:
         step = trainer.state.global_step
-        queries = [self.by_text[p[-1]["content"]] for p in prompts]
+        queries = [self.queries[p[-1]["task"]] for p in prompts]
         if os.environ.get(RECORD_BATCHES):
             directory = Path(os.environ[RECORD_BATCHES])
             directory.mkdir(parents=True, exist_ok=True)
@@ -309,7 +314,7 @@ def train_grpo(
             played = play_tasks(backend, tokenizer, make_env, batch, limits, batch_size=len(batch), seed=seed, tools_in_prompt=tools_in_prompt, prefixes=prefixes)
         return [(e, t) for _, e, t in played]
 
-    runner = EpisodeRunner(play_batch, tasks, score, params, text_of=text_of)
+    runner = EpisodeRunner(play_batch, tasks, score, params)
 
     def env_reward(prompts, completions, reward, **kwargs):
         return reward
@@ -329,8 +334,7 @@ def train_grpo(
         def on_save(self, args, state, control, **kwargs):
             write_json(Path(args.output_dir) / f"checkpoint-{state.global_step}" / rollout_rng_file(args.process_index), runner.rng.getstate())
 
-    system = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    dataset = Dataset.from_list([{"prompt": [*system, {"role": "user", "content": text_of(t)}]} for t in tasks])
+    dataset = Dataset.from_list([{"prompt": prompt} for prompt in task_prompts(tasks, text_of, system_prompt)])
     config = grpo_config(params, checkpoint_dir, use_cpu=not torch.cuda.is_available())
     trainer = SamplerGRPOTrainer(
         model=policy, reward_funcs=[env_reward], args=config, train_dataset=dataset, processing_class=tokenizer, rollout_func=runner, callbacks=[LogRollouts(), KeepRolloutSeeds()],
