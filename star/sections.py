@@ -45,9 +45,9 @@ class Layout:
     reports: Path
 
     @classmethod
-    def named(cls, name: str, prefix: str | None = None) -> Layout:
+    def named(cls, name: str) -> Layout:
         data = Path("data") / name
-        return cls(f"{name}_" if prefix is None else prefix, data / "world", data / "tasks", data / "trajectories", data / "sft", Path("models") / name, data / "infer", Path("reports") / name)
+        return cls(f"{name}_", data / "world", data / "tasks", data / "trajectories", data / "sft", Path("models") / name, data / "infer", Path("reports") / name)
 
 
 def specs(domain: str) -> ModuleType:

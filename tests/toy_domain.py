@@ -16,7 +16,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from star.domain import Domain, Rubric
-from star.env.core import Tool, ToolEnv, ToolError, arguments_json, tool_errors
+from star.env.core import Tool, ToolEnv, ToolError
+from star.env.episode import EpisodeRow
 from star.env.teacher import answer_text, tool_call_text
 from star.io import atomic_dir, read_jsonl, write_json
 from star.sections import Section
@@ -119,20 +120,7 @@ class PhoneDomain(Domain):
 
     def _row(self, env: PhoneEnv, task: Task, policy: str, sample: int) -> dict:
         success = env.answer is not None and env.answer.strip() == task.extension
-        return {
-            "query_id": task.idx,
-            "level": task.level,
-            "sample": sample,
-            "teacher": policy,
-            "messages": env.history,
-            "tools": json.dumps(env.tool_schemas()),
-            "turns": env.turns,
-            "tool_errors": tool_errors(env.calls),
-            "truncated": env.truncated,
-            "answer": env.answer,
-            "success": success,
-            "calls": [arguments_json({"name": c.name, "arguments": c.arguments, "kind": c.kind}) for c in env.calls],
-        }
+        return EpisodeRow.of(env, task.idx, task.level, policy, sample, tools=json.dumps(env.tool_schemas()), success=success).row()
 
     def expert_episodes(self, items: list[tuple[Any, int]]) -> list[dict]:
         rows = []
