@@ -1,4 +1,4 @@
-"""Plans evaluated per second: star.travel.evaluate against a pandas baseline.
+"""Plans evaluated per second: star.travel.evaluation.evaluate against a pandas baseline.
 
 The baseline scores plans the way the official TravelPlanner scripts do: for
 every field of every plan, a boolean mask over a whole pandas DataFrame
@@ -37,13 +37,13 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from star.travel.commonsense import COMMONSENSE  # noqa: E402
-from star.travel.evaluate import evaluate_plan  # noqa: E402
-from star.travel.hard import HARD  # noqa: E402
-from star.travel.plan import Plan, plan_from_submission  # noqa: E402
-from star.travel.query import Query  # noqa: E402
-from star.travel.sandbox import CUISINES, Sandbox, load_travelplanner  # noqa: E402
-from star.travel.sandbox_index import SandboxIndex  # noqa: E402
+from star.travel.evaluation.commonsense import COMMONSENSE  # noqa: E402
+from star.travel.evaluation.evaluate import evaluate_plan  # noqa: E402
+from star.travel.evaluation.hard import HARD  # noqa: E402
+from star.travel.plans.plan import Plan, plan_from_submission  # noqa: E402
+from star.travel.world.query import Query  # noqa: E402
+from star.travel.world.sandbox import CUISINES, Sandbox, load_travelplanner  # noqa: E402
+from star.travel.world.sandbox_index import SandboxIndex  # noqa: E402
 
 DATABASE = Path(os.environ.get("STAR_TRAVELPLANNER_DB", ROOT.parent / "shared/data/travelplanner/database"))
 
@@ -549,7 +549,7 @@ class PandasBaseline:
 # ---------------------------------------------------------------------- run
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--plans", type=int, default=4000, help="plans scored by star.travel.evaluate")
+    parser.add_argument("--plans", type=int, default=4000, help="plans scored by star.travel.evaluation.evaluate")
     parser.add_argument("--baseline-plans", type=int, default=100, help="plans scored by the pandas baseline")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()

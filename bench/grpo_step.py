@@ -60,15 +60,15 @@ from star.agent.rollout import RolloutLimits, run_episodes  # noqa: E402
 from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny  # noqa: E402
 from star.train.grpo import train_grpo  # noqa: E402
 from star.train.grpo_params import GRPOParams, VLLMRolloutParams  # noqa: E402
-from star.travel.distill import ExpertTeacher, run_episode  # noqa: E402
 from star.travel.env import SYSTEM_PROMPT, TravelEnv  # noqa: E402
-from star.travel.expert import Expert  # noqa: E402
+from star.travel.planner.distill import ExpertTeacher, run_episode  # noqa: E402
+from star.travel.planner.expert import Expert  # noqa: E402
 from star.travel.rewards import Scorer  # noqa: E402
-from star.travel.sandbox_index import index_for  # noqa: E402
 from star.travel.specs import SynthesisSpec, TravelRewardParams, WorldSpec  # noqa: E402
-from star.travel.synthesize import Synthesizer  # noqa: E402
-from star.travel.synthetic import entity_names, generate_world  # noqa: E402
-from star.travel.tools import TravelTools  # noqa: E402
+from star.travel.world.sandbox_index import index_for  # noqa: E402
+from star.travel.world.synthesize import Synthesizer  # noqa: E402
+from star.travel.world.synthetic import entity_names, generate_world  # noqa: E402
+from star.travel.world.tools import TravelTools  # noqa: E402
 
 
 def build_model(kind: str, out: Path, world, tools, queries) -> Path:

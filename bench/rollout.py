@@ -44,14 +44,14 @@ from star.agent.hf_backend import TransformersBackend
 from star.agent.prefix_cache import common_prefix
 from star.agent.rollout import STOP_STRINGS, RolloutLimits, Trajectory, run_episodes
 from star.models.tiny import TinySpec, build_model, corpus_from_trajectories, train_tokenizer
-from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.env import TravelEnv
-from star.travel.expert import Expert
-from star.travel.sandbox_index import index_for
+from star.travel.planner.distill import ExpertTeacher, run_episode
+from star.travel.planner.expert import Expert
 from star.travel.specs import SynthesisSpec, WorldSpec
-from star.travel.synthesize import Synthesizer
-from star.travel.synthetic import entity_names, generate_world
-from star.travel.tools import TravelTools
+from star.travel.world.sandbox_index import index_for
+from star.travel.world.synthesize import Synthesizer
+from star.travel.world.synthetic import entity_names, generate_world
+from star.travel.world.tools import TravelTools
 
 
 def setup(episodes: int, kind: str):

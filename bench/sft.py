@@ -29,14 +29,14 @@ from trl.chat_template_utils import get_training_chat_template
 from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
 from star.train.sft import train_sft
 from star.train.sft_params import SFTParams
-from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.env import TravelEnv
-from star.travel.expert import Expert
-from star.travel.sandbox_index import index_for
+from star.travel.planner.distill import ExpertTeacher, run_episode
+from star.travel.planner.expert import Expert
 from star.travel.specs import SynthesisSpec, WorldSpec
-from star.travel.synthesize import Synthesizer
-from star.travel.synthetic import entity_names, generate_world
-from star.travel.tools import TravelTools
+from star.travel.world.sandbox_index import index_for
+from star.travel.world.synthesize import Synthesizer
+from star.travel.world.synthetic import entity_names, generate_world
+from star.travel.world.tools import TravelTools
 
 
 def trajectories(n: int) -> tuple[list[dict], list[str], list[str]]:

@@ -10,9 +10,9 @@ import json
 import time
 
 from star.travel.specs import SynthesisSpec, WorldSpec
-from star.travel.synthesize import Synthesizer
-from star.travel.synthetic import generate_world
-from star.travel.tools import TravelTools
+from star.travel.world.synthesize import Synthesizer
+from star.travel.world.synthetic import generate_world
+from star.travel.world.tools import TravelTools
 
 
 def main() -> None:

@@ -17,8 +17,8 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 from common import travelplanner_db  # noqa: E402
 
-from star.travel.sandbox import load_travelplanner  # noqa: E402
-from star.travel.tools import TravelTools  # noqa: E402
+from star.travel.world.sandbox import load_travelplanner  # noqa: E402
+from star.travel.world.tools import TravelTools  # noqa: E402
 
 
 def workload(sandbox, n: int, seed: int = 0) -> list[tuple[str, dict]]:

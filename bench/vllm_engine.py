@@ -46,11 +46,11 @@ def tiny_model(out: Path) -> Path:
     from transformers import AutoModelForCausalLM
 
     from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
-    from star.travel.distill import ExpertTeacher, run_episode
     from star.travel.env import TravelEnv
-    from star.travel.expert import Expert
-    from star.travel.sandbox_index import index_for
-    from star.travel.synthetic import entity_names
+    from star.travel.planner.distill import ExpertTeacher, run_episode
+    from star.travel.planner.expert import Expert
+    from star.travel.world.sandbox_index import index_for
+    from star.travel.world.synthetic import entity_names
 
     world, tools, queries = travel(30)
     index = index_for(world)
@@ -70,9 +70,9 @@ def tiny_model(out: Path) -> Path:
 
 def travel(n: int):
     from star.travel.specs import SynthesisSpec, WorldSpec
-    from star.travel.synthesize import Synthesizer
-    from star.travel.synthetic import generate_world
-    from star.travel.tools import TravelTools
+    from star.travel.world.synthesize import Synthesizer
+    from star.travel.world.synthetic import generate_world
+    from star.travel.world.tools import TravelTools
 
     world = generate_world(WorldSpec(seed=0))
     queries = Synthesizer(world, SynthesisSpec(sizes={"train": n, "validation": 0, "test": 0})).run()["train"]

@@ -8,14 +8,14 @@ from prefect import flow
 
 from flows.tasks import task
 from star.io import atomic_path, read_jsonl, write_json, write_jsonl
-from star.travel.plan import Plan, write_submission
-from star.travel.query import read_queries
+from star.travel.plans.plan import Plan, write_submission
 from star.travel.specs import EvaluateParams, FormatParams
+from star.travel.world.query import read_queries
 
 
 @task
 def format_answers(format: FormatParams, queries: Path, trajectories: Path) -> list[Plan]:
-    from star.travel.submission import format_answers
+    from star.travel.plans.submission import format_answers
 
     options = format.llm.model_dump() if format.kind == "llm" else {}
     return format_answers(read_queries(queries), read_jsonl(trajectories), format.kind, options)
@@ -24,7 +24,7 @@ def format_answers(format: FormatParams, queries: Path, trajectories: Path) -> l
 @flow(name="format")
 def format_flow(format: FormatParams, queries: Path, trajectories: Path, out: Path) -> dict[str, float]:
     """Write the submission; one that breaks the official format rules is never written (a formatter bug)."""
-    from star.travel.format_check import SubmissionFormatError, check_file
+    from star.travel.plans.format_check import SubmissionFormatError, check_file
 
     plans = format_answers(format, queries, trajectories)
     with atomic_path(out) as tmp:
@@ -41,7 +41,7 @@ def format_flow(format: FormatParams, queries: Path, trajectories: Path, out: Pa
 
 @task
 def score(evaluate: EvaluateParams, world: Path, queries: Path, plans: Path) -> tuple[dict, list[dict]]:
-    from star.travel.submission import score_submission
+    from star.travel.plans.submission import score_submission
 
     return score_submission(read_queries(queries), plans, world, evaluate.mode)
 

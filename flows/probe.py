@@ -10,8 +10,8 @@ from flows.infer import run_policy
 from flows.tasks import task
 from star.config import InferParams, ModelParams
 from star.io import read_jsonl, write_json, write_text
-from star.travel.arguments import accuracy, counterfactuals, probe_table, rows_slot_counts
 from star.travel.domain import TravelDomain
+from star.travel.evaluation.arguments import accuracy, counterfactuals, probe_table, rows_slot_counts
 
 moved_queries = task(counterfactuals)
 

@@ -217,15 +217,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from star.train.grpo_params import GRPOParams
     from star.train.sft import MetricsCallback, train_sft
     from star.train.sft_params import SFTParams
-    from star.travel.distill import ExpertTeacher, run_episode
+    from star.travel.planner.distill import ExpertTeacher, run_episode
     from star.travel.env import SYSTEM_PROMPT, TravelEnv
-    from star.travel.expert import Expert
+    from star.travel.planner.expert import Expert
     from star.travel.rewards import Scorer
-    from star.travel.sandbox_index import index_for
+    from star.travel.world.sandbox_index import index_for
     from star.travel.specs import SynthesisSpec, TravelRewardParams, WorldSpec
-    from star.travel.synthesize import Synthesizer
-    from star.travel.synthetic import entity_names, generate_world
-    from star.travel.tools import TravelTools
+    from star.travel.world.synthesize import Synthesizer
+    from star.travel.world.synthetic import entity_names, generate_world
+    from star.travel.world.tools import TravelTools
 
     size = dict(SIZES["small" if args.small else "full"])
     sft_steps = args.sft_steps or size["sft_steps"]

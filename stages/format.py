@@ -3,7 +3,7 @@ from pathlib import Path
 
 from flows.evaluate import format_flow
 from stages.common import run_stage
-from star.travel.format_check import SubmissionFormatError
+from star.travel.plans.format_check import SubmissionFormatError
 
 if __name__ == "__main__":
     policy = sys.argv[1]

@@ -11,7 +11,7 @@ from star.sections import layout
 
 def read_official_file() -> None:
     """With travel's `source: official`, read the published query file before any work (run_stage reports bad params)."""
-    from star.travel.official import read_official_queries
+    from star.travel.world.official import read_official_queries
 
     try:
         params = load_params(Path(PARAMS_FILE), ["synthesize"])["synthesize"]
@@ -25,7 +25,7 @@ if __name__ == "__main__":
     domain = domain_argument()
     where = layout(domain)
     if domain == "travel":
-        from star.travel.official import OfficialQueriesError
+        from star.travel.world.official import OfficialQueriesError
 
         try:
             read_official_file()

@@ -25,7 +25,7 @@ def tp_database() -> Path:
 
 @pytest.fixture(scope="session")
 def real_sandbox(tp_database):
-    from star.travel.sandbox import load_travelplanner
+    from star.travel.world.sandbox import load_travelplanner
 
     return load_travelplanner(tp_database)
 
@@ -33,7 +33,7 @@ def real_sandbox(tp_database):
 @pytest.fixture(scope="session")
 def synthetic_sandbox():
     from star.travel.specs import WorldSpec
-    from star.travel.synthetic import generate_world
+    from star.travel.world.synthetic import generate_world
 
     return generate_world(WorldSpec(seed=0))
 

@@ -74,13 +74,13 @@ print(hashlib.md5((out / "model" / "model.safetensors").read_bytes()).hexdigest(
 def test_tcmalloc_trains_the_same_bytes(tmp_path, synthetic_sandbox):
     import json
 
-    from star.travel.distill import ExpertTeacher, run_episode
-    from star.travel.expert import Expert
-    from star.travel.sandbox_index import index_for
+    from star.travel.planner.distill import ExpertTeacher, run_episode
+    from star.travel.planner.expert import Expert
     from star.travel.specs import SynthesisSpec
-    from star.travel.synthesize import Synthesizer
-    from star.travel.synthetic import entity_names
-    from star.travel.tools import TravelTools
+    from star.travel.world.sandbox_index import index_for
+    from star.travel.world.synthesize import Synthesizer
+    from star.travel.world.synthetic import entity_names
+    from star.travel.world.tools import TravelTools
 
     queries = Synthesizer(synthetic_sandbox, SynthesisSpec(sizes={"train": 8, "validation": 0, "test": 0})).run()["train"]
     tools, index = TravelTools(synthetic_sandbox), index_for(synthetic_sandbox)

@@ -7,10 +7,10 @@ from datetime import date
 
 import pytest
 
-from star.travel.arguments import SLOTS, accuracy, counterfactual, slot_counts
-from star.travel.expert import Expert
-from star.travel.synthesize import SynthesisSpec, Synthesizer
-from star.travel.tools import TravelTools
+from star.travel.evaluation.arguments import SLOTS, accuracy, counterfactual, slot_counts
+from star.travel.planner.expert import Expert
+from star.travel.world.synthesize import SynthesisSpec, Synthesizer
+from star.travel.world.tools import TravelTools
 
 
 @pytest.fixture(scope="module", params=["synthetic", "travelplanner"])

@@ -4,12 +4,12 @@ from collections import Counter
 import pytest
 
 from star.train.filtering import select
-from star.travel.distill import ExpertTeacher, run_episode
-from star.travel.expert import Expert
-from star.travel.sandbox_index import index_for
+from star.travel.planner.distill import ExpertTeacher, run_episode
+from star.travel.planner.expert import Expert
 from star.travel.specs import SynthesisSpec
-from star.travel.synthesize import Synthesizer
-from star.travel.tools import TravelTools
+from star.travel.world.sandbox_index import index_for
+from star.travel.world.synthesize import Synthesizer
+from star.travel.world.tools import TravelTools
 
 
 @pytest.fixture(scope="module")

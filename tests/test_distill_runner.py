@@ -28,7 +28,7 @@ DRIVER = """
 import json, sys, time
 from pathlib import Path
 import flows.distill as d
-import star.travel.distill as episodes
+import star.travel.planner.distill as episodes
 from star.config import EnvParams, RunnerParams
 from star.travel.specs import TeacherParams
 from star.travel.domain import TravelDomain
@@ -105,7 +105,7 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def work(tmp_path_factory, synthetic_sandbox) -> Path:
     from star.travel.specs import SynthesisSpec
-    from star.travel.synthesize import Synthesizer
+    from star.travel.world.synthesize import Synthesizer
 
     work = tmp_path_factory.mktemp("distill")
     synthetic_sandbox.save(work / "world")
@@ -120,12 +120,12 @@ def expected(work) -> bytes:
     """The trajectories file of a plain loop over the episodes, as distill wrote it before its fan-out."""
     from star.config import EnvParams
     from star.io import read_jsonl
-    from star.travel.distill import make_teacher, run_episode
-    from star.travel.query import Query
-    from star.travel.sandbox import Sandbox
-    from star.travel.sandbox_index import index_for
+    from star.travel.planner.distill import make_teacher, run_episode
     from star.travel.specs import TeacherParams
-    from star.travel.tools import TravelTools
+    from star.travel.world.query import Query
+    from star.travel.world.sandbox import Sandbox
+    from star.travel.world.sandbox_index import index_for
+    from star.travel.world.tools import TravelTools
 
     teacher, env, sandbox = TeacherParams(fault_rate=0.1), EnvParams(), Sandbox.load(work / "world")
     solver, tools, index = make_teacher(teacher), TravelTools(sandbox, row_cap=env.row_cap), index_for(sandbox)
@@ -241,7 +241,7 @@ def infer(env: dict, work: Path, name: str, runner: dict, script: str = INFER) -
 def tiny(work, expected, synthetic_sandbox) -> Path:
     """An untrained tiny policy whose vocabulary comes from the expert's episodes."""
     from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
-    from star.travel.synthetic import entity_names
+    from star.travel.world.synthetic import entity_names
 
     rows = [json.loads(line) for line in expected.decode().splitlines()]
     corpus = corpus_from_trajectories([r["messages"] for r in rows], json.loads(rows[0]["tools"]))

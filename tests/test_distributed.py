@@ -45,13 +45,13 @@ def inputs(tmp_path_factory, synthetic_sandbox) -> Path:
     """What the training stages read: the world, training queries, SFT conversations from
     the expert, and the built-in tiny model (the stages' `models/copy` and `models/sft`)."""
     from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
-    from star.travel.distill import ExpertTeacher, run_episode
-    from star.travel.expert import Expert
-    from star.travel.sandbox_index import index_for
+    from star.travel.planner.distill import ExpertTeacher, run_episode
+    from star.travel.planner.expert import Expert
     from star.travel.specs import SynthesisSpec
-    from star.travel.synthesize import Synthesizer
-    from star.travel.synthetic import entity_names
-    from star.travel.tools import TravelTools
+    from star.travel.world.sandbox_index import index_for
+    from star.travel.world.synthesize import Synthesizer
+    from star.travel.world.synthetic import entity_names
+    from star.travel.world.tools import TravelTools
 
     root = tmp_path_factory.mktemp("inputs")
     queries = Synthesizer(synthetic_sandbox, SynthesisSpec(sizes={"train": ROWS, "validation": 0, "test": 0})).run()["train"]

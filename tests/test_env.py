@@ -9,8 +9,8 @@ from star.env.core import Tool, ToolEnv
 from star.env.faults import FAULTS, FaultyTool, with_faults
 from star.env.parse import parse_action
 from star.travel.env import TravelEnv
-from star.travel.query import Query
-from star.travel.tools import TravelTools
+from star.travel.world.query import Query
+from star.travel.world.tools import TravelTools
 
 
 def call(name, **arguments) -> str:

@@ -21,14 +21,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from star.io import read_jsonl
-from star.travel.commonsense import COMMONSENSE
-from star.travel.evaluate import evaluate_plan, evaluate_plans, main
-from star.travel.hard import HARD
-from star.travel.metrics import aggregate
-from star.travel.plan import DAY_FIELDS, Day, Plan, plan_from_submission, read_submission, write_submission
-from star.travel.query import Query
-from star.travel.sandbox import CUISINES, Sandbox
-from star.travel.sandbox_index import index_for
+from star.travel.evaluation.commonsense import COMMONSENSE
+from star.travel.evaluation.evaluate import evaluate_plan, evaluate_plans, main
+from star.travel.evaluation.hard import HARD
+from star.travel.evaluation.metrics import aggregate
+from star.travel.plans.plan import DAY_FIELDS, Day, Plan, plan_from_submission, read_submission, write_submission
+from star.travel.world.query import Query
+from star.travel.world.sandbox import CUISINES, Sandbox
+from star.travel.world.sandbox_index import index_for
 
 MODES = ("official", "strict")
 RULE_OF = {
@@ -574,7 +574,7 @@ def test_state_trip_to_washington_visits_the_state(real_sandbox):
 
 
 def test_city_sequence_rules():
-    from star.travel.commonsense import valid_sequence
+    from star.travel.evaluation.commonsense import valid_sequence
 
     assert valid_sequence(list("ABBA")) and valid_sequence(list("ABBBA")) and valid_sequence(list("ABBCCA"))
     assert not valid_sequence(list("ABA"))  # a stay in the middle is one entry long

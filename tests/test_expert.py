@@ -4,16 +4,16 @@ import random
 
 import pytest
 
-from star.travel.evaluate import evaluate_plan
-from star.travel.expert import Expert, ToolFacts, parse_hotels, parse_restaurants
-from star.travel.hard import ROOM_TYPE_OK
-from star.travel.planning import Option, choose_transport
-from star.travel.query import Query
-from star.travel.sandbox_index import index_for
-from star.travel.solver import Solver
+from star.travel.evaluation.evaluate import evaluate_plan
+from star.travel.evaluation.hard import ROOM_TYPE_OK
+from star.travel.planner.expert import Expert, ToolFacts, parse_hotels, parse_restaurants
+from star.travel.planner.planning import Option, choose_transport
+from star.travel.planner.solver import Solver
 from star.travel.specs import SynthesisSpec
-from star.travel.synthesize import Synthesizer
-from star.travel.tools import TravelTools
+from star.travel.world.query import Query
+from star.travel.world.sandbox_index import index_for
+from star.travel.world.synthesize import Synthesizer
+from star.travel.world.tools import TravelTools
 
 PER_LENGTH = 20
 

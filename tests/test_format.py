@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from star.travel.format import format_itinerary, format_rules, render_itinerary
-from star.travel.format_check import check_row
-from star.travel.format_llm import format_llm
-from star.travel.plan import Day, Plan
-from star.travel.query import Query
+from star.travel.plans.format import format_itinerary, format_rules, render_itinerary
+from star.travel.plans.format_check import check_row
+from star.travel.plans.format_llm import format_llm
+from star.travel.plans.plan import Day, Plan
+from star.travel.world.query import Query
 
 
 def make_query(days: int = 3, org: str = "Aldmoor", dest: str = "Brint", idx: int = 7) -> Query:
@@ -324,7 +324,7 @@ def test_every_real_name_round_trips(real_sandbox) -> None:
     the official evaluation strips them (get_valid_name_city in utils/func.py),
     and so does this project's evaluator.
     """
-    from star.travel.plan_text import name_city
+    from star.travel.plans.plan_text import name_city
 
     cities = sorted(set(real_sandbox.cities["city"]))
     queries: dict[tuple[str, str], Query] = {}

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from star.travel.format import format_itinerary, render_itinerary
-from star.travel.format_check import check_file, check_row, check_rows, check_text
-from star.travel.plan import Day, Plan, write_submission
-from star.travel.query import Query
+from star.travel.plans.format import format_itinerary, render_itinerary
+from star.travel.plans.format_check import check_file, check_row, check_rows, check_text
+from star.travel.plans.plan import Day, Plan, write_submission
+from star.travel.world.query import Query
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -196,7 +196,7 @@ def test_command_line(tmp_path):
     plans = tmp_path / "plans.jsonl"
     plans.write_text(lines(rows_for(QUERIES[:2])))
     run = lambda *args: subprocess.run(  # noqa: E731
-        [sys.executable, "-m", "star.travel.format_check", "--plans", str(plans), *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "star.travel.plans.format_check", "--plans", str(plans), *args], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert run().returncode == 0
     proc = run("--queries", str(queries))
@@ -227,8 +227,8 @@ def stage_metrics(tmp_path: Path) -> dict[str, float]:
 
 # A formatter that writes a plan the official check would crash on (a route with no "to").
 BUGGY_FORMATTER = """
-import star.travel.format as f
-from star.travel.plan import Day, Plan
+import star.travel.plans.format as f
+from star.travel.plans.plan import Day, Plan
 f.format_itinerary = lambda text, query, **kw: Plan(idx=query.idx, days=[Day(1, "from Aldmoor")])
 """
 

@@ -12,16 +12,16 @@ from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
 from star.train.grpo import EpisodeRunner, episode_end, task_prompts, train_grpo, zero_variance_groups
 from star.train.grpo_params import GRPOParams
 from star.train.process import process_reward, verdicts
-from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.env import SYSTEM_PROMPT
-from star.travel.expert import Expert
+from star.travel.planner.distill import ExpertTeacher, run_episode
+from star.travel.planner.expert import Expert
 from star.travel.play import play
 from star.travel.rewards import Scorer
-from star.travel.sandbox_index import index_for
 from star.travel.specs import SynthesisSpec, TravelRewardParams
-from star.travel.synthesize import Synthesizer
-from star.travel.synthetic import entity_names
-from star.travel.tools import TravelTools
+from star.travel.world.sandbox_index import index_for
+from star.travel.world.synthesize import Synthesizer
+from star.travel.world.synthetic import entity_names
+from star.travel.world.tools import TravelTools
 
 
 def test_zero_variance_groups_are_exactly_the_flat_ones():

@@ -85,7 +85,7 @@ def scripted(monkeypatch) -> Iterator[Callable[[list[int]], ScriptedServer]]:
 
 
 def teacher(base_url: str, retries: int) -> str | None:
-    from star.travel.openai_teacher import OpenAITeacher
+    from star.travel.planner.openai_teacher import OpenAITeacher
     from star.travel.specs import OpenAITeacherParams
 
     params = OpenAITeacherParams(base_url=base_url, model="m", api_key_env=KEY_ENV, max_tokens=16, retries=retries, timeout=5.0)
@@ -97,7 +97,7 @@ def teacher(base_url: str, retries: int) -> str | None:
 
 
 def formatter(base_url: str, retries: int) -> str | None:
-    from star.travel.format_llm import format_llm
+    from star.travel.plans.format_llm import format_llm
 
     plan = format_llm("Day 1: Brint", None, base_url=base_url, model="m", api_key_env=KEY_ENV, timeout=5.0, retries=retries)
     assert plan.delivered == (plan.error is None)
@@ -116,8 +116,8 @@ def backend(base_url: str, retries: int) -> str | None:
 
 
 def paraphraser(base_url: str, retries: int) -> str | None:
-    from star.travel.paraphrase import paraphrase
     from star.travel.specs import ParaphraseSpec
+    from star.travel.world.paraphrase import paraphrase
 
     spec = ParaphraseSpec(enabled=True, base_url=base_url, model="m", api_key_env=KEY_ENV, timeout=5.0, retries=retries, concurrency=1)
     try:

@@ -67,12 +67,12 @@ def test_the_ui_shows_the_pipeline_run_an_episode_trace_and_the_registered_model
     import mlflow
 
     from star.tracking import log_episode_traces, log_model, stage_run
-    from star.travel.distill import ExpertTeacher, run_episode
-    from star.travel.expert import Expert
-    from star.travel.sandbox_index import index_for
+    from star.travel.planner.distill import ExpertTeacher, run_episode
+    from star.travel.planner.expert import Expert
     from star.travel.specs import SynthesisSpec
-    from star.travel.synthesize import Synthesizer
-    from star.travel.tools import TravelTools
+    from star.travel.world.sandbox_index import index_for
+    from star.travel.world.synthesize import Synthesizer
+    from star.travel.world.tools import TravelTools
 
     for var in [v for v in os.environ if v.startswith(("MLFLOW_", "DVC_"))]:
         monkeypatch.delenv(var)

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from star.config import ParamsError, load_params
-from star.travel.official import COLUMNS, OfficialQueriesError, check_world, read_official_queries
-from star.travel.query import read_queries
+from star.travel.world.official import COLUMNS, OfficialQueriesError, check_world, read_official_queries
+from star.travel.world.query import read_queries
 
 ROOT = Path(__file__).resolve().parents[1]
 

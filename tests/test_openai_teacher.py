@@ -22,21 +22,21 @@ from openai.types.chat import ChatCompletionMessage
 
 from star.env.parse import parse_action
 from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
-from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.env import TravelEnv
-from star.travel.expert import Expert
-from star.travel.openai_teacher import (
+from star.travel.planner.distill import ExpertTeacher, run_episode
+from star.travel.planner.expert import Expert
+from star.travel.planner.openai_teacher import (
     OpenAITeacher,
     TeacherRequestError,
     TeacherUnavailable,
     reply_text,
     to_api_messages,
 )
-from star.travel.sandbox_index import index_for
 from star.travel.specs import OpenAITeacherParams, SynthesisSpec
-from star.travel.synthesize import Synthesizer
-from star.travel.synthetic import entity_names
-from star.travel.tools import TravelTools
+from star.travel.world.sandbox_index import index_for
+from star.travel.world.synthesize import Synthesizer
+from star.travel.world.synthetic import entity_names
+from star.travel.world.tools import TravelTools
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -276,7 +276,7 @@ DRIVER = """
 import json, sys
 from pathlib import Path
 import flows.distill as d
-import star.travel.distill as episodes
+import star.travel.planner.distill as episodes
 from star.config import EnvParams, RunnerParams
 from star.travel.specs import TeacherParams
 from star.travel.domain import TravelDomain
@@ -312,10 +312,10 @@ def prefect_env(tmp_path_factory) -> Iterator[dict[str, str]]:
 def test_server_dying_mid_run_keeps_finished_rows_and_resume_runs_only_the_rest(server, model_dir, world, synthetic_sandbox, prefect_env, tmp_path, secret_key):
     from flows.distill import progress_fingerprint
     from star.config import EnvParams
-    from star.travel.distill import make_teacher
     from star.travel.domain import TravelDomain
-    from star.travel.sandbox import Sandbox
+    from star.travel.planner.distill import make_teacher
     from star.travel.specs import TeacherParams
+    from star.travel.world.sandbox import Sandbox
 
     queries = world[0]
     synthetic_sandbox.save(tmp_path / "world")

@@ -1,9 +1,9 @@
 import pytest
 from test_format import FakeOpenAI  # a real HTTP server speaking the chat-completions protocol
 
-from star.travel.paraphrase import ParaphraseUnavailable, facts, paraphrase
 from star.travel.specs import ParaphraseSpec, SynthesisSpec
-from star.travel.synthesize import Synthesizer
+from star.travel.world.paraphrase import ParaphraseUnavailable, facts, paraphrase
+from star.travel.world.synthesize import Synthesizer
 
 
 @pytest.fixture(scope="module")

@@ -153,13 +153,13 @@ def docstring_only(path: Path) -> bool:
 # Files a stage imports only on a path the micro run does not take, chosen by a param: the
 # OpenAI-compatible teacher (teacher.kind: openai), the llm formatter (format.kind: llm), and the
 # backends other than transformers (infer.backend: openai or vllm, grpo.backend: vllm).
-OPENAI_TEACHER = {"star/travel/openai_teacher.py", "star/llm_client.py"}
+OPENAI_TEACHER = {"star/travel/planner/openai_teacher.py", "star/llm_client.py"}
 INFER_BACKENDS = {"star/agent/openai_backend.py", "star/llm_client.py", "star/agent/vllm_backend.py"}
 GRPO_BACKENDS = {"star/agent/vllm_backend.py", "star/agent/vllm_sync.py"}
 UNTAKEN = {
     "distill": OPENAI_TEACHER,
     "infer_teacher": OPENAI_TEACHER,
-    "format": {"star/travel/format_llm.py", "star/llm_client.py"},
+    "format": {"star/travel/plans/format_llm.py", "star/llm_client.py"},
     "infer": INFER_BACKENDS,
     "probe": INFER_BACKENDS,
     "qa_infer": INFER_BACKENDS,

@@ -9,17 +9,17 @@ import pytest
 
 from star.env.parse import parse_action
 from star.train.filtering import select
-from star.travel.distill import ExpertTeacher, run_episode
-from star.travel.evaluate import evaluate_plan
-from star.travel.expert import Expert
-from star.travel.format import format_rules
-from star.travel.query import Query
-from star.travel.rename import Vocabulary, draw_renaming, rename_messages, rename_text, rename_value, rename_world
-from star.travel.sandbox import Sandbox
-from star.travel.sandbox_index import index_for
+from star.travel.evaluation.evaluate import evaluate_plan
+from star.travel.planner.distill import ExpertTeacher, run_episode
+from star.travel.planner.expert import Expert
+from star.travel.planner.rename import Vocabulary, draw_renaming, rename_messages, rename_text, rename_value, rename_world
+from star.travel.plans.format import format_rules
 from star.travel.specs import SynthesisSpec
-from star.travel.synthesize import Synthesizer
-from star.travel.tools import TravelTools
+from star.travel.world.query import Query
+from star.travel.world.sandbox import Sandbox
+from star.travel.world.sandbox_index import index_for
+from star.travel.world.synthesize import Synthesizer
+from star.travel.world.tools import TravelTools
 
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
@@ -174,7 +174,7 @@ def test_names_that_cannot_be_told_apart_stay(world):
 @pytest.fixture(scope="module")
 def filter_inputs(world, episodes, tmp_path_factory):
     from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
-    from star.travel.synthetic import entity_names
+    from star.travel.world.synthetic import entity_names
 
     _, rows = episodes
     root = tmp_path_factory.mktemp("filter")

@@ -45,7 +45,7 @@ def rate_limit_once(header: Callable[[], dict[str, str]]) -> tuple[Callable, lis
 
 
 def call_teacher(base_url: str, timeout: float) -> Any:
-    from star.travel.openai_teacher import OpenAITeacher
+    from star.travel.planner.openai_teacher import OpenAITeacher
     from star.travel.specs import OpenAITeacherParams
 
     teacher = OpenAITeacher(OpenAITeacherParams(base_url=base_url, model="m", api_key_env=KEY_ENV, max_tokens=16, retries=1, timeout=timeout), backoff=0.05)
@@ -53,7 +53,7 @@ def call_teacher(base_url: str, timeout: float) -> Any:
 
 
 def call_formatter(base_url: str, timeout: float) -> Any:
-    from star.travel.format_llm import format_llm
+    from star.travel.plans.format_llm import format_llm
 
     plan = format_llm("Day 1: Brint", None, base_url=base_url, model="m", api_key_env=KEY_ENV, timeout=timeout, retries=2, backoff=0.01)
     assert plan.delivered, plan.error
@@ -69,8 +69,8 @@ def call_backend(base_url: str, timeout: float) -> Any:
 
 
 def call_paraphraser(base_url: str, timeout: float) -> Any:
-    from star.travel.paraphrase import paraphrase
     from star.travel.specs import ParaphraseSpec
+    from star.travel.world.paraphrase import paraphrase
 
     _, counts = paraphrase([make_query()], ParaphraseSpec(enabled=True, base_url=base_url, model="m", api_key_env=KEY_ENV, timeout=timeout, retries=1, concurrency=1))
     assert set(counts) <= {"paraphrased", "rejected"}, counts  # an answer came back, not an error

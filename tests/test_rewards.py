@@ -1,9 +1,9 @@
 import pytest
 
 from star.train.rubric import Rubric
-from star.travel.commonsense import COMMONSENSE
-from star.travel.evaluate import PlanEvaluation
-from star.travel.hard import HARD
+from star.travel.evaluation.commonsense import COMMONSENSE
+from star.travel.evaluation.evaluate import PlanEvaluation
+from star.travel.evaluation.hard import HARD
 from star.travel.rewards import GradedPlan, complete_sum_reward, curriculum_reward, macro_reward, reward_functions, success_reward, sum_reward, switch_step
 from star.travel.specs import TravelRewardParams
 
@@ -117,8 +117,8 @@ def test_kept_sum_pays_nothing_for_breaking_a_stated_constraint(synthetic_sandbo
     import re
     from dataclasses import replace
 
-    from star.travel.evaluate import evaluate_plan
-    from star.travel.sandbox_index import index_for
+    from star.travel.evaluation.evaluate import evaluate_plan
+    from star.travel.world.sandbox_index import index_for
     from tests.test_evaluate import build_world, make_plan, make_query
 
     index = index_for(synthetic_sandbox)

@@ -19,14 +19,14 @@ from star.agent.rollout import STOP_STRINGS, RolloutLimits, run_episodes
 from star.env.faults import FAULTS
 from star.env.teacher import hash_seed
 from star.models.tiny import build_model, corpus_from_trajectories, train_tokenizer
-from star.travel.distill import ExpertTeacher, run_episode
 from star.travel.env import TravelEnv
-from star.travel.expert import Expert
-from star.travel.sandbox_index import index_for
+from star.travel.planner.distill import ExpertTeacher, run_episode
+from star.travel.planner.expert import Expert
 from star.travel.specs import SynthesisSpec
-from star.travel.synthesize import Synthesizer
-from star.travel.synthetic import entity_names
-from star.travel.tools import TravelTools
+from star.travel.world.sandbox_index import index_for
+from star.travel.world.synthesize import Synthesizer
+from star.travel.world.synthetic import entity_names
+from star.travel.world.tools import TravelTools
 
 LONG = RolloutLimits(max_turns=40, max_new_tokens=4096, max_total_tokens=100_000)
 

@@ -2,9 +2,9 @@ import hashlib
 
 import polars as pl
 
-from star.travel.sandbox import SCHEMA, Sandbox
 from star.travel.specs import WorldSpec
-from star.travel.synthetic import entity_names, generate_world
+from star.travel.world.sandbox import SCHEMA, Sandbox
+from star.travel.world.synthetic import entity_names, generate_world
 
 
 def test_both_sources_share_the_schema(real_sandbox, synthetic_sandbox):

@@ -11,13 +11,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
 from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
 from star.train.sft import MetricsCallback, SFTParams, count_tokens, make_trainer, train_sft
-from star.travel.distill import ExpertTeacher, run_episode
-from star.travel.expert import Expert
-from star.travel.sandbox_index import index_for
+from star.travel.planner.distill import ExpertTeacher, run_episode
+from star.travel.planner.expert import Expert
 from star.travel.specs import SynthesisSpec
-from star.travel.synthesize import Synthesizer
-from star.travel.synthetic import entity_names
-from star.travel.tools import TravelTools
+from star.travel.world.sandbox_index import index_for
+from star.travel.world.synthesize import Synthesizer
+from star.travel.world.synthetic import entity_names
+from star.travel.world.tools import TravelTools
 
 # Short sequences and small batches keep every run a few seconds on two cores.
 FAST = dict(

@@ -4,12 +4,12 @@ import re
 import pytest
 
 from star.train.filtering import quotas
-from star.travel.evaluate import evaluate_plan
-from star.travel.expert import Expert, parse_hotels, parse_restaurants, run_on_tools
-from star.travel.sandbox_index import index_for
+from star.travel.evaluation.evaluate import evaluate_plan
+from star.travel.planner.expert import Expert, parse_hotels, parse_restaurants, run_on_tools
 from star.travel.specs import SynthesisSpec
-from star.travel.synthesize import Synthesizer
-from star.travel.tools import TravelTools
+from star.travel.world.sandbox_index import index_for
+from star.travel.world.synthesize import Synthesizer
+from star.travel.world.tools import TravelTools
 
 ALL_DAYS = {3: 1.0, 5: 1.0, 7: 1.0}
 

@@ -20,10 +20,10 @@ from trl.chat_template_utils import (
 
 from star.models.tiny import IM_END, PAD, SPECIAL_TOKENS, TAG_TOKENS, TinySpec, build_model, corpus_from_trajectories, make_tiny, resolve_model_path, train_tokenizer
 from star.travel.env import SYSTEM_PROMPT, TravelEnv
-from star.travel.query import Query
 from star.travel.specs import WorldSpec
-from star.travel.synthetic import entity_names, generate_world
-from star.travel.tools import TravelTools
+from star.travel.world.query import Query
+from star.travel.world.synthetic import entity_names, generate_world
+from star.travel.world.tools import TravelTools
 
 SMALL = dict(hidden_size=64, num_layers=2, num_heads=2, max_position_embeddings=4096)
 

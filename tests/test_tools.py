@@ -3,7 +3,7 @@
 
 import pytest
 
-from star.travel.tools import TravelTools
+from star.travel.world.tools import TravelTools
 
 
 @pytest.fixture(scope="module")

@@ -37,12 +37,12 @@ def root(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def travel(tmp_path_factory, synthetic_sandbox):
     """A saved world, six test queries, and the expert's episodes on them with tool faults."""
-    from star.travel.distill import ExpertTeacher, run_episode
-    from star.travel.expert import Expert
-    from star.travel.sandbox_index import index_for
+    from star.travel.planner.distill import ExpertTeacher, run_episode
+    from star.travel.planner.expert import Expert
     from star.travel.specs import SynthesisSpec
-    from star.travel.synthesize import Synthesizer
-    from star.travel.tools import TravelTools
+    from star.travel.world.sandbox_index import index_for
+    from star.travel.world.synthesize import Synthesizer
+    from star.travel.world.tools import TravelTools
 
     work = tmp_path_factory.mktemp("travel")
     synthetic_sandbox.save(work / "world")
@@ -139,7 +139,7 @@ def test_the_trace_count_is_capped(root, travel, monkeypatch):
 def tiny(travel):
     """A tiny policy model built from the expert's episodes."""
     from star.models.tiny import TinySpec, corpus_from_trajectories, make_tiny
-    from star.travel.synthetic import entity_names
+    from star.travel.world.synthetic import entity_names
 
     rows = travel["rows"]
     corpus = corpus_from_trajectories([r["messages"] for r in rows], json.loads(rows[0]["tools"]))

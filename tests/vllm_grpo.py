@@ -41,9 +41,9 @@ def main() -> None:
     from star.train.grpo_params import GRPOParams, VLLMRolloutParams
     from star.travel.env import SYSTEM_PROMPT, TravelEnv
     from star.travel.specs import SynthesisSpec, WorldSpec
-    from star.travel.synthesize import Synthesizer
-    from star.travel.synthetic import generate_world
-    from star.travel.tools import TravelTools
+    from star.travel.world.synthesize import Synthesizer
+    from star.travel.world.synthetic import generate_world
+    from star.travel.world.tools import TravelTools
 
     torch.set_num_threads(1)
     world = generate_world(WorldSpec(seed=0))

@@ -8,15 +8,15 @@ from typing import Any
 
 from bench.fault_harness.corpus import Corpus
 from star.service import ServiceError
-from star.travel.distill import run_episode
-from star.travel.format import format_itinerary
-from star.travel.plan import Plan
+from star.travel.planner.distill import run_episode
+from star.travel.plans.format import format_itinerary
+from star.travel.plans.plan import Plan
 
 SERVER_KEY_ENV = "STAR_FAULTS_BENCH_KEY"  # a dummy key for the server section
 
 
 def teacher_client(base_url: str, corpus: Corpus, timeout: float, retries: int, key_env: str = SERVER_KEY_ENV, model: str = "m") -> Callable[[], Any]:
-    from star.travel.openai_teacher import OpenAITeacher
+    from star.travel.planner.openai_teacher import OpenAITeacher
     from star.travel.specs import OpenAITeacherParams
 
     teacher = OpenAITeacher(OpenAITeacherParams(base_url=base_url, model=model, api_key_env=key_env, max_tokens=16, retries=retries, timeout=timeout), backoff=0.05)

@@ -11,13 +11,13 @@ from star.qa.search import QATools, SearchIndex
 from star.qa.specs import QAWorldSpec, QuestionSpec
 from star.qa.synthesize import synthesize_questions
 from star.qa.world import build_world
-from star.travel.distill import ExpertTeacher, run_episode
-from star.travel.expert import Expert
-from star.travel.sandbox_index import index_for
+from star.travel.planner.distill import ExpertTeacher, run_episode
+from star.travel.planner.expert import Expert
 from star.travel.specs import SynthesisSpec, WorldSpec
-from star.travel.synthesize import Synthesizer
-from star.travel.synthetic import generate_world
-from star.travel.tools import TravelTools
+from star.travel.world.sandbox_index import index_for
+from star.travel.world.synthesize import Synthesizer
+from star.travel.world.synthetic import generate_world
+from star.travel.world.tools import TravelTools
 
 
 @dataclass

@@ -24,8 +24,8 @@ from bench.fault_harness.clients import CLIENTS, backend_client, formatter_clien
 from bench.fault_harness.corpus import Corpus
 from bench.fault_harness.fault_server import FaultServer
 from star.travel.specs import SynthesisSpec, WorldSpec
-from star.travel.synthesize import Synthesizer
-from star.travel.synthetic import generate_world
+from star.travel.world.synthesize import Synthesizer
+from star.travel.world.synthetic import generate_world
 
 
 def secrets(corpus: Corpus, stage: bool = False, leak: Callable[[str, Path], None] | None = None) -> dict[str, Any]:

@@ -16,11 +16,11 @@ from star.qa.expert import trajectory_row as qa_trajectory_row
 from star.qa.rewards import Scorer as QAScorer
 from star.qa.specs import QARewardParams
 from star.train.process import KIND_GROUPS, call_breakdown, call_kinds, process_reward, verdicts
-from star.travel.distill import trajectory_row
 from star.travel.env import TravelEnv
-from star.travel.evaluate import MODES, evaluate_plan
-from star.travel.format import format_itinerary, format_rules
-from star.travel.plan import Day, Plan, plan_from_submission
+from star.travel.evaluation.evaluate import MODES, evaluate_plan
+from star.travel.planner.distill import trajectory_row
+from star.travel.plans.format import format_itinerary, format_rules
+from star.travel.plans.plan import Day, Plan, plan_from_submission
 from star.travel.rewards import Scorer
 from star.travel.specs import TravelRewardParams
 

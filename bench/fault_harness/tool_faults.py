@@ -6,8 +6,8 @@ from typing import Any
 
 from bench.fault_harness.corpus import Corpus
 from star.train.process import call_breakdown, call_kinds
-from star.travel.distill import ExpertTeacher, run_episode
-from star.travel.expert import Expert
+from star.travel.planner.distill import ExpertTeacher, run_episode
+from star.travel.planner.expert import Expert
 
 
 def tool_faults(corpus: Corpus, rates: tuple[float, ...] = (0.0, 0.1, 0.3, 0.6, 0.9), episodes: int = 40, max_turns: int = 16) -> dict[str, Any]:

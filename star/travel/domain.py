@@ -25,19 +25,19 @@ class TravelDomain(Domain):
 
     @cached_property
     def sandbox(self) -> Any:
-        from star.travel.sandbox import Sandbox
+        from star.travel.world.sandbox import Sandbox
 
         return Sandbox.load(self.world)
 
     @cached_property
     def tools(self) -> Any:
-        from star.travel.tools import TravelTools
+        from star.travel.world.tools import TravelTools
 
         return TravelTools(self.sandbox, row_cap=self.params["env"].row_cap)
 
     @cached_property
     def index(self) -> Any:
-        from star.travel.sandbox_index import index_for
+        from star.travel.world.sandbox_index import index_for
 
         return index_for(self.sandbox)
 
@@ -50,8 +50,8 @@ class TravelDomain(Domain):
         return {k: v for k, v in self.__dict__.items() if k not in ("tools", "index")}
 
     def build_world(self, out: Path) -> dict[str, float]:
-        from star.travel.sandbox import load_travelplanner
-        from star.travel.synthetic import generate_world
+        from star.travel.world.sandbox import load_travelplanner
+        from star.travel.world.synthetic import generate_world
 
         params = self.params["world"]
         sandbox = load_travelplanner(params.database) if params.source == "travelplanner" else generate_world(params.synthetic)
@@ -61,7 +61,7 @@ class TravelDomain(Domain):
         return counts
 
     def synthesize(self, out: Path) -> dict[str, float]:
-        from star.travel.synthesize import SPLITS, compose_queries
+        from star.travel.world.synthesize import SPLITS, compose_queries
 
         splits, stats = compose_queries(self.sandbox, self.params["synthesize"], self.params["env"])
         with atomic_dir(out) as tmp:
@@ -77,7 +77,7 @@ class TravelDomain(Domain):
         return {**metrics, **stats}
 
     def load_tasks(self, path: Path) -> list[Any]:
-        from star.travel.query import read_queries
+        from star.travel.world.query import read_queries
 
         return read_queries(path)
 
@@ -107,7 +107,7 @@ class TravelDomain(Domain):
         return (teacher.openai.concurrency, 1) if teacher.kind == "openai" else (1, None)
 
     def _episodes(self, teacher_params: Any, items: list[tuple[Any, int]], fault_rate: float) -> list[dict]:
-        from star.travel.distill import make_teacher, run_episode
+        from star.travel.planner.distill import make_teacher, run_episode
 
         teacher, env = make_teacher(teacher_params), self.params["env"]
         return [run_episode(teacher, self.tools, self.index, q, s, seed=teacher_params.seed, max_turns=env.max_turns, fault_rate=fault_rate) for q, s in items]
@@ -149,7 +149,7 @@ class TravelDomain(Domain):
     def augment(self, kept: list[dict], count_tokens: Callable[[dict], int], stats: dict) -> list[dict]:
         """Each kept row followed by its renamed copies that fit the token limit (a tokenizer
         without one token per name may spell a renamed name longer)."""
-        from star.travel.rename import Vocabulary, renamed_copies
+        from star.travel.planner.rename import Vocabulary, renamed_copies
 
         params = self.params["filter"]
         if not params.rename_copies:
@@ -175,7 +175,7 @@ class TravelDomain(Domain):
         return corpus_from_trajectories([r["messages"] for r in rows], tools, self.system_prompt)
 
     def entity_names(self) -> list[str]:
-        from star.travel.synthetic import entity_names
+        from star.travel.world.synthetic import entity_names
 
         return entity_names(self.sandbox)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from star.env.core import ToolEnv
 from star.env.faults import with_faults
-from star.travel.query import Query
-from star.travel.tools import TravelTools
+from star.travel.world.query import Query
+from star.travel.world.tools import TravelTools
 
 # The tools are listed here in one line with their required arguments, so a
 # small model needs no JSON schemas in its prompt (they cost hundreds of

@@ -9,8 +9,8 @@ from star.agent.policy import play_tasks
 from star.agent.rollout import RolloutLimits, Trajectory
 from star.env.episode import EpisodeRow
 from star.travel.env import TravelEnv
-from star.travel.query import Query
-from star.travel.tools import TravelTools
+from star.travel.world.query import Query
+from star.travel.world.tools import TravelTools
 
 
 def play(

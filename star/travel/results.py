@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from star.plots import grouped_bars
-from star.travel.arguments import SLOTS
-from star.travel.metrics import METRICS
-from star.travel.query import LEVELS
+from star.travel.evaluation.arguments import SLOTS
+from star.travel.evaluation.metrics import METRICS
+from star.travel.world.query import LEVELS
 
 # teacher is the upper reference, base the lower one
 POLICY_ORDER = ("teacher", "grpo", "sft", "base")

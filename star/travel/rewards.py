@@ -39,12 +39,12 @@ from typing import Any
 
 from star.train.process import call_breakdown, process_reward, verdicts
 from star.train.rubric import RewardFunction, Rubric
-from star.travel.evaluate import PlanEvaluation, evaluate_plan
-from star.travel.format import format_rules
-from star.travel.hard import LOCAL_CHECKS, LOCAL_TO_HARD, local_constraint
-from star.travel.query import Query
-from star.travel.sandbox_index import SandboxIndex
+from star.travel.evaluation.evaluate import PlanEvaluation, evaluate_plan
+from star.travel.evaluation.hard import LOCAL_CHECKS, LOCAL_TO_HARD, local_constraint
+from star.travel.plans.format import format_rules
 from star.travel.specs import TravelRewardParams
+from star.travel.world.query import Query
+from star.travel.world.sandbox_index import SandboxIndex
 
 
 def _usable(evaluation: PlanEvaluation | None) -> bool:

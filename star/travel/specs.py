@@ -189,7 +189,7 @@ class FilterParams(Section):
         0,
         ge=0,
         description="after each kept trajectory, this many copies with its cities, places, flight numbers and dates renamed consistently "
-        "(star/travel/rename.py), so the student must copy them from its context; 0 = none",
+        "(star/travel/planner/rename.py), so the student must copy them from its context; 0 = none",
     )
 
 

@@ -14,7 +14,7 @@ Entries may carry ", City"; without it the city is the day's current city
 (the destination on a travel day). This module holds the renderer
 (`render_itinerary`), the `rules` formatter (a tolerant parser, no network)
 and the entry point `format_itinerary`, which also dispatches to the `llm`
-formatter of `star.travel.format_llm`. Neither formatter raises: a failure
+formatter of `star.travel.plans.format_llm`. Neither formatter raises: a failure
 becomes an undelivered plan with the reason.
 
 Every hotel, restaurant and attraction name of the public database survives
@@ -36,9 +36,9 @@ import re
 from dataclasses import asdict
 from typing import Any, Literal
 
-from star.travel.format_check import check_day
-from star.travel.plan import Day, Plan
-from star.travel.query import Query
+from star.travel.plans.format_check import check_day
+from star.travel.plans.plan import Day, Plan
+from star.travel.world.query import Query
 
 _NONE_VALUES = {"", "-", "--", "—", "–", "none", "n/a", "na", "null", "nil", "nothing"}
 
@@ -418,7 +418,7 @@ def format_itinerary(
         return format_rules(text, query, idx)
     if kind == "llm":
         # Imported here: the rules formatter (GRPO's rewards, the expert) then never loads the LLM client.
-        from star.travel.format_llm import format_llm
+        from star.travel.plans.format_llm import format_llm
 
         return official_layout(format_llm(text, query, idx=idx, **llm_options))
     raise ValueError(f"unknown formatter {kind!r}; expected 'rules' or 'llm'")

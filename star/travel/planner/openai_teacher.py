@@ -24,8 +24,8 @@ from star.env.teacher import answer_text, tool_call_text
 from star.llm_client import BACKOFF, error_kind, make_client, retrying, scrub, transient
 from star.service import ServiceError
 from star.travel.env import TravelEnv
-from star.travel.query import Query
 from star.travel.specs import OpenAITeacherParams
+from star.travel.world.query import Query
 
 _TOOL_CALL_BLOCK = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.S)
 _THINK_BLOCK = re.compile(r"<think>(.*?)(?:</think>|$)", re.S)

@@ -72,7 +72,7 @@ Where the official scripts would crash on a plan (an unreadable "from A to B"
 on a flight, a flight text without "Flight Number: ", an empty city with a
 hotel), that check fails here instead; nothing here raises on plan content.
 The only other known difference comes from reading submissions with
-`star.travel.plan`: a day missing a key is read as "-" (the official script
+`star.travel.plans.plan`: a day missing a key is read as "-" (the official script
 fails completeness), extra keys are dropped (officially each filled one
 counts towards the 50% of filled fields), and a day without a "days" number
 gets its position.
@@ -99,14 +99,14 @@ from pathlib import Path
 from typing import Any
 
 from star.io import write_jsonl
-from star.travel.commonsense import COMMONSENSE, COMMONSENSE_CHECKS
-from star.travel.hard import HARD, LOCAL_CHECKS, LOCAL_TO_HARD, hard_set, local_constraint, total_cost
-from star.travel.metrics import METRICS, aggregate
-from star.travel.plan import Plan, read_submission
-from star.travel.plan_read import PlanContext, read_day
-from star.travel.query import Query, read_queries
-from star.travel.sandbox import Sandbox, load_travelplanner
-from star.travel.sandbox_index import SandboxIndex, index_for
+from star.travel.evaluation.commonsense import COMMONSENSE, COMMONSENSE_CHECKS
+from star.travel.evaluation.hard import HARD, LOCAL_CHECKS, LOCAL_TO_HARD, hard_set, local_constraint, total_cost
+from star.travel.evaluation.metrics import METRICS, aggregate
+from star.travel.plans.plan import Plan, read_submission
+from star.travel.plans.plan_read import PlanContext, read_day
+from star.travel.world.query import Query, read_queries
+from star.travel.world.sandbox import Sandbox, load_travelplanner
+from star.travel.world.sandbox_index import SandboxIndex, index_for
 
 MODES = ("official", "strict")
 LABELS = {
@@ -292,7 +292,7 @@ def _print_table(metrics: dict[str, Any], mode: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(prog="python -m star.travel.evaluate", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m star.travel.evaluation.evaluate", description=__doc__.splitlines()[0])
     parser.add_argument("--database", required=True, help="official CSV layout, or a parquet dir from Sandbox.save")
     parser.add_argument("--queries", required=True, help="queries JSONL (official format)")
     parser.add_argument("--plans", required=True, help="submission JSONL: {idx, query, plan}")

@@ -3,7 +3,7 @@
 The budget (`total_cost`), always set, and the local constraints a query may
 set: house rule, cuisine, room type, transportation (`hard_set` names those
 a query sets). Each check reads a plan officially or strictly;
-`star.travel.evaluate` lists how the two modes differ.
+`star.travel.evaluation.evaluate` lists how the two modes differ.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from star.travel.plan_read import DayPlan, PlanContext, leg_ends
-from star.travel.plan_text import FLIGHT_NO, city_name, given, name_city, strict_mode
-from star.travel.query import Query
+from star.travel.plans.plan_read import DayPlan, PlanContext, leg_ends
+from star.travel.plans.plan_text import FLIGHT_NO, city_name, given, name_city, strict_mode
+from star.travel.world.query import Query
 
 HARD = ("budget", "room_rule", "cuisine", "room_type", "transportation")
 # query.local_constraint key -> hard constraint

@@ -2,7 +2,7 @@
 
 "from A to B", "Name, City", "City(State)", ";"-separated attractions, a
 leg's transport mode. Where the two evaluation modes of
-`star.travel.evaluate` read text differently, a helper takes `strict`.
+`star.travel.evaluation.evaluate` read text differently, a helper takes `strict`.
 """
 
 from __future__ import annotations

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from star.travel.commonsense import COMMONSENSE
-from star.travel.hard import HARD, hard_set
-from star.travel.query import LEVELS, Query
+from star.travel.evaluation.commonsense import COMMONSENSE
+from star.travel.evaluation.hard import HARD, hard_set
+from star.travel.world.query import LEVELS, Query
 
 if TYPE_CHECKING:  # for types only: evaluate imports this module
-    from star.travel.evaluate import PlanEvaluation
+    from star.travel.evaluation.evaluate import PlanEvaluation
 
 METRICS = ("delivery_rate", "commonsense_micro", "commonsense_macro", "hard_micro", "hard_macro", "final_pass_rate")
 

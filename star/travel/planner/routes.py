@@ -18,8 +18,8 @@ from __future__ import annotations
 import random
 from collections.abc import Generator
 
-from star.travel.planning import Answer, Knowledge, Option, Planner, allowed_modes, choose_transport, give_up, hotel_fits, wanted_cuisines
-from star.travel.query import Query
+from star.travel.planner.planning import Answer, Knowledge, Option, Planner, allowed_modes, choose_transport, give_up, hotel_fits, wanted_cuisines
+from star.travel.world.query import Query
 
 MAX_ROUTES = 2000  # routes planned before the search stops
 

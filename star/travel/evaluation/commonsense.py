@@ -1,6 +1,6 @@
 """The 8 commonsense constraints, one check each.
 
-Each check reads a plan officially or strictly; `star.travel.evaluate` lists
+Each check reads a plan officially or strictly; `star.travel.evaluation.evaluate` lists
 how the two modes differ.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from star.travel.plan_read import DayPlan, PlanContext, leg_ends
-from star.travel.plan_text import (
+from star.travel.plans.plan_read import DayPlan, PlanContext, leg_ends
+from star.travel.plans.plan_text import (
     FLIGHT_NO,
     before_paren,
     blank,

@@ -1,9 +1,9 @@
 """The llm formatter: an itinerary turned into an official TravelPlanner plan by
 any OpenAI-compatible endpoint with structured output.
 
-The model is given the terse layout described in `star.travel.format` and asked
+The model is given the terse layout described in `star.travel.plans.format` and asked
 for the plan JSON. It never raises: a failure becomes an undelivered plan with
-the reason. `format_itinerary` (in `star.travel.format`) then checks the plan
+the reason. `format_itinerary` (in `star.travel.plans.format`) then checks the plan
 against the official format rules.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from star.llm_client import BACKOFF, make_client, retrying, scrub
-from star.travel.plan import Day, Plan
-from star.travel.query import Query
+from star.travel.plans.plan import Day, Plan
+from star.travel.world.query import Query
 
 
 class PlanDay(BaseModel):

@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from star.llm_client import error_kind, make_client, retrying, transient
 from star.service import ServiceError
-from star.travel.query import Query
 from star.travel.specs import ParaphraseSpec
+from star.travel.world.query import Query
 
 PROMPT = (
     "Rewrite this travel request in different words, as a traveller would write it. "

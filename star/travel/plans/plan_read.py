@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from star.travel.plan_text import from_to, name_city
-from star.travel.query import Query
-from star.travel.sandbox_index import SandboxIndex
+from star.travel.plans.plan_text import from_to, name_city
+from star.travel.world.query import Query
+from star.travel.world.sandbox_index import SandboxIndex
 
 
 @dataclass(slots=True)
@@ -35,7 +35,7 @@ def _text(value: Any, strict: bool) -> Any:
     """A field as the checks read it.
 
     Official mode keeps a null as None, for the checks to treat it as the
-    official code does (see `star.travel.evaluate`): `given(None)` and
+    official code does (see `star.travel.evaluation.evaluate`): `given(None)` and
     `blank(None)` are both False, and a check that would hand None to a
     string function raises, which fails it. Strict reads a null as "-".
     """

@@ -14,10 +14,10 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from star.travel.format import render_itinerary
-from star.travel.hard import HOUSE_RULE_TEXT, ROOM_TYPE_OK
-from star.travel.plan import Day, Plan
-from star.travel.query import Query
+from star.travel.evaluation.hard import HOUSE_RULE_TEXT, ROOM_TYPE_OK
+from star.travel.plans.format import render_itinerary
+from star.travel.plans.plan import Day, Plan
+from star.travel.world.query import Query
 
 NIGHTS = 2  # per city
 MODES = ("flight", "self-driving", "taxi")

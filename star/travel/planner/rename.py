@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from star.travel.sandbox import Sandbox
+from star.travel.world.sandbox import Sandbox
 
 MAX_SHIFT_DAYS = 60
 PLACES = ("accommodations", "restaurants", "attractions")  # each permuted within itself, by its `name` column

@@ -10,7 +10,7 @@ direct run on the tools (feasibility checks during synthesis).
 On a one-city trip it first plans the simple way: a flight on each leg that
 has one, else the road, and the cheapest stay, meals and sights it sees. Only
 when that plan fails, and at once on a longer trip, does it search
-(star.travel.search.Search): cities of the state in a fixed shuffle, and
+(star.travel.planner.routes.Search): cities of the state in a fixed shuffle, and
 their orders, the other transport modes, the filtered searches that show
 stays and cuisines the row cap hid. Every observation is remembered, so a
 fact is asked for once, within `max_calls`.
@@ -23,11 +23,11 @@ import re
 from collections.abc import Generator
 from dataclasses import dataclass
 
-from star.travel.format import render_itinerary
-from star.travel.plan import Day, Plan
-from star.travel.planning import Answer, Knowledge, Option, Planner, give_up
-from star.travel.query import Query
-from star.travel.search import Search, city_order
+from star.travel.planner.planning import Answer, Knowledge, Option, Planner, give_up
+from star.travel.planner.routes import Search, city_order
+from star.travel.plans.format import render_itinerary
+from star.travel.plans.plan import Day, Plan
+from star.travel.world.query import Query
 
 MAX_RETRIES = 3  # per call, when a tool fails transiently
 MAX_CALLS = 40  # tool calls per episode, retries included

@@ -68,7 +68,7 @@ def parse_days(raw: Any) -> tuple[list[Day], str | None]:
     "-", but its completeness check only counts "" and "-" as missing, so a
     null meal, attraction, transport or hotel passes it (without counting as
     filled), and a null hotel or current city crashes the official script.
-    `star.travel.evaluate` reproduces that in official mode (the check that
+    `star.travel.evaluation.evaluate` reproduces that in official mode (the check that
     would crash fails) and reads a null as "-" in strict mode. Any other
     value becomes its str().
     """

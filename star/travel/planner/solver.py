@@ -1,4 +1,4 @@
-"""Feasibility over the full sandbox: the route search of star.travel.search on the tables themselves.
+"""Feasibility over the full sandbox: the route search of star.travel.planner.routes on the tables themselves.
 
 The solver reads every complete row, as the official evaluator does, and
 looks each name up the way the evaluator will (a name that first matches
@@ -11,12 +11,12 @@ from __future__ import annotations
 import random
 from collections.abc import Generator
 
-from star.travel.planning import Answer, Option, Planner, give_up
-from star.travel.query import Query
-from star.travel.sandbox import Sandbox
-from star.travel.sandbox_index import index_for
-from star.travel.search import MAX_ROUTES, Search, city_order, drive_options
-from star.travel.tools import TravelTools
+from star.travel.planner.planning import Answer, Option, Planner, give_up
+from star.travel.planner.routes import MAX_ROUTES, Search, city_order, drive_options
+from star.travel.world.query import Query
+from star.travel.world.sandbox import Sandbox
+from star.travel.world.sandbox_index import index_for
+from star.travel.world.tools import TravelTools
 
 
 class TableFacts:

@@ -19,15 +19,15 @@ from datetime import date, timedelta
 from typing import Any
 
 from star.train.filtering import quotas
-from star.travel.evaluate import evaluate_plan
-from star.travel.expert import Expert, run_on_tools
-from star.travel.planning import Answer
-from star.travel.query import Query
-from star.travel.sandbox import CUISINES, Sandbox
-from star.travel.sandbox_index import index_for
-from star.travel.solver import Solver
+from star.travel.evaluation.evaluate import evaluate_plan
+from star.travel.planner.expert import Expert, run_on_tools
+from star.travel.planner.planning import Answer
+from star.travel.planner.solver import Solver
 from star.travel.specs import SynthesisSpec
-from star.travel.tools import TravelTools
+from star.travel.world.query import Query
+from star.travel.world.sandbox import CUISINES, Sandbox
+from star.travel.world.sandbox_index import index_for
+from star.travel.world.tools import TravelTools
 
 HOUSE_RULES = ("parties", "smoking", "children under 10", "pets", "visitors")
 ROOM_TYPES = ("entire room", "private room", "shared room", "not shared room")
@@ -215,8 +215,8 @@ def compose_queries(sandbox: Sandbox, synthesize: Any, env: Any) -> tuple[dict[s
     With `source: official` the test split is the published query file; train and
     validation are still composed, so training works as before.
     """
-    from star.travel.official import check_world, read_official_queries
-    from star.travel.paraphrase import paraphrase
+    from star.travel.world.official import check_world, read_official_queries
+    from star.travel.world.paraphrase import paraphrase
 
     spec = SynthesisSpec.model_validate(synthesize.model_dump(exclude={"paraphrase"}))
     official = None

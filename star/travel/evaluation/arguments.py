@@ -15,8 +15,8 @@ from collections import Counter
 from collections.abc import Iterable
 from datetime import date, timedelta
 
-from star.travel.query import Query
-from star.travel.sandbox import Sandbox
+from star.travel.world.query import Query
+from star.travel.world.sandbox import Sandbox
 
 SLOTS = ("departure", "destination", "date", "city", "state", "room_type", "house_rule", "cuisine")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -92,7 +92,7 @@ def counterfactual(query: Query, seen: set[tuple[str, str, str]], origins: list[
 
 def counterfactuals(sandbox: Sandbox, train: list[Query], test: list[Query], seed: int) -> list[Query]:
     """Each test query moved to an origin and dates that no training query combined with its destination."""
-    from star.travel.tools import TravelTools
+    from star.travel.world.tools import TravelTools
 
     tools = TravelTools(sandbox)
     seen = {(q.org, q.dest, q.date[0]) for q in train}

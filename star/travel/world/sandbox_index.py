@@ -15,8 +15,8 @@ from typing import Any
 
 import polars as pl
 
-from star.travel.plan_text import before_paren
-from star.travel.sandbox import Sandbox
+from star.travel.plans.plan_text import before_paren
+from star.travel.world.sandbox import Sandbox
 
 
 @dataclass(frozen=True, slots=True)

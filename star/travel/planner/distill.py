@@ -15,18 +15,18 @@ from typing import Any
 from star.env.episode import EpisodeRow
 from star.env.teacher import Teacher, answer_text, hash_seed, tool_call_text
 from star.travel.env import TravelEnv
-from star.travel.evaluate import evaluate_plan
-from star.travel.expert import Expert
-from star.travel.format import format_rules
-from star.travel.query import Query
-from star.travel.sandbox_index import SandboxIndex
-from star.travel.tools import TravelTools
+from star.travel.evaluation.evaluate import evaluate_plan
+from star.travel.planner.expert import Expert
+from star.travel.plans.format import format_rules
+from star.travel.world.query import Query
+from star.travel.world.sandbox_index import SandboxIndex
+from star.travel.world.tools import TravelTools
 
 
 def make_teacher(params: Any) -> Teacher:
     """The teacher of `params` (star.config.TeacherParams): the scripted expert or an OpenAI-compatible model."""
     if params.kind == "openai":
-        from star.travel.openai_teacher import OpenAITeacher
+        from star.travel.planner.openai_teacher import OpenAITeacher
 
         return OpenAITeacher(params.openai)
     return ExpertTeacher(Expert(params.mistake_rate, params.top_k, params.upgrade_prob))

@@ -21,8 +21,8 @@ from functools import lru_cache
 import polars as pl
 
 from star.env.core import Tool, ToolError, ToolResult
-from star.travel.hard import HOUSE_RULE_TEXT, ROOM_TYPE_OK
-from star.travel.sandbox import Sandbox
+from star.travel.evaluation.hard import HOUSE_RULE_TEXT, ROOM_TYPE_OK
+from star.travel.world.sandbox import Sandbox
 
 _PAREN = re.compile(r"\(.*$")
 

@@ -40,7 +40,7 @@ Everything else (a name missing from the database, a wrong city, a day
 count that differs from the query's) is the evaluator's business, not a
 format violation. Command line:
 
-    python -m star.travel.format_check --plans FILE [--queries FILE]
+    python -m star.travel.plans.format_check --plans FILE [--queries FILE]
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from star.travel.query import Query, read_queries
+from star.travel.world.query import Query, read_queries
 
 DAY_KEYS = ("current_city", "transportation", "breakfast", "attraction", "lunch", "dinner", "accommodation")
 # Keys the official code reads without asking whether they are there.

@@ -13,8 +13,8 @@ from datetime import timedelta
 
 import polars as pl
 
-from star.travel.sandbox import CUISINES, HOUSE_RULES, ROOM_TYPES, SCHEMA, Sandbox
 from star.travel.specs import WorldSpec
+from star.travel.world.sandbox import CUISINES, HOUSE_RULES, ROOM_TYPES, SCHEMA, Sandbox
 
 _ONSETS = ["b", "c", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z"]
 _VOWELS = ["a", "e", "i", "o", "u"]

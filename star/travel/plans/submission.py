@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from star.travel.plan import Plan, read_submission
-from star.travel.query import Query
+from star.travel.plans.plan import Plan, read_submission
+from star.travel.world.query import Query
 
 
 def format_answers(queries: list[Query], rows: list[dict], kind: str, options: dict[str, Any]) -> list[Plan]:
     """One plan per query, in the queries' order: its row's answer formatted by `kind` (rules | llm),
     or an undelivered plan where the policy gave none."""
-    from star.travel.format import format_itinerary
+    from star.travel.plans.format import format_itinerary
 
     by_query = {row["query_id"]: row for row in rows}
     plans = []
@@ -30,9 +30,9 @@ def format_answers(queries: list[Query], rows: list[dict], kind: str, options: d
 
 def score_submission(queries: list[Query], plans: Path, world: Path, mode: str) -> tuple[dict, list[dict]]:
     """(the aggregate metrics, one row of scores per query with its level and days)."""
-    from star.travel.evaluate import evaluate_plans
-    from star.travel.metrics import aggregate
-    from star.travel.sandbox import Sandbox
+    from star.travel.evaluation.evaluate import evaluate_plans
+    from star.travel.evaluation.metrics import aggregate
+    from star.travel.world.sandbox import Sandbox
 
     evaluations = evaluate_plans(queries, read_submission(plans), Sandbox.load(world), mode)
     rows = [{**e.to_dict(), "level": q.level, "days": q.days} for q, e in zip(queries, evaluations)]
