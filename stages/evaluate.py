@@ -1,7 +1,7 @@
 import sys
 from pathlib import Path
 
-from flows.evaluate import evaluate_flow
+from flows.travel.evaluate import evaluate_flow
 from stages.common import run_stage
 
 if __name__ == "__main__":

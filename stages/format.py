@@ -1,7 +1,7 @@
 import sys
 from pathlib import Path
 
-from flows.evaluate import format_flow
+from flows.travel.evaluate import format_flow
 from stages.common import run_stage
 from star.travel.plans.format_check import SubmissionFormatError
 

@@ -2,7 +2,7 @@
 
 import sys
 
-from flows.probe import probe_flow
+from flows.travel.probe import probe_flow
 from stages.common import run_stage
 from star.sections import layout
 

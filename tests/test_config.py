@@ -124,7 +124,7 @@ def test_bad_qa_params(tmp_path, data, expect):
 
 def test_reading_params_imports_no_torch():
     """Every stage reads its params first; light stages (synthesis, evaluation, reports) should not pay for torch."""
-    code = "import sys, star.config, flows.results, flows.evaluate; print(sorted(m for m in ('torch', 'transformers', 'trl') if m in sys.modules))"
+    code = "import sys, star.config, flows.results, flows.travel.evaluate; print(sorted(m for m in ('torch', 'transformers', 'trl') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent)
     assert out.stdout.strip() == "[]"
 
