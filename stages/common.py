@@ -87,14 +87,14 @@ def run_stage(
     artifacts: list[Path] = (),
     replica: Callable[..., Any] | None = None,
     domain: str | None = None,
-    check_inputs: bool = False,
+    check_inputs: str | None = None,
     **outputs: Any,
 ) -> None:
     """`flow` gets each section as a keyword argument plus `outputs`, and returns metrics.
 
     With `domain` (travel, qa or a module path, see star/domain.py) the domain's own
     sections are read too, and `flow` gets the domain object, built on its layout's world;
-    with `check_inputs` its input files are read first (`Domain.check_inputs`).
+    with `check_inputs` (the stage: world, synthesize) its input files are read first (`Domain.check_inputs`).
 
     Files in `artifacts` that exist afterwards are logged to the stage's MLflow run, and
     the data splits among `outputs` (see `datasets_read`) as its dataset inputs.
@@ -117,7 +117,7 @@ def run_stage(
         if kind is not None:
             instance = kind({s: params[s] for s in kind.sections}, layout(domain).world)
             if check_inputs:  # a bad input file: one line now, rather than a traceback from inside the flow
-                instance.check_inputs()
+                instance.check_inputs(check_inputs)
             params = {**{s: params[s] for s in sections}, "domain": instance}
     except (ParamsError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -7,4 +7,4 @@ from star.sections import layout
 if __name__ == "__main__":
     domain = domain_argument()
     where = layout(domain)
-    run_stage(f"{where.prefix}world", [], world_flow, domain=domain, check_inputs=True, out=where.world)
+    run_stage(f"{where.prefix}world", [], world_flow, domain=domain, check_inputs="world", out=where.world)

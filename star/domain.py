@@ -40,9 +40,10 @@ class Domain(ABC):
         """This domain with its world loaded, so that a pickled copy carries it to a cluster's workers."""
         return self
 
-    def check_inputs(self) -> None:
-        """Read the files the world and tasks come from, raising ValueError (one line) on a bad one: world and
-        synthesize call it before their flow, so a bad file is reported as bad params are. Nothing by default."""
+    def check_inputs(self, stage: str) -> None:
+        """Read the files the world and tasks come from, raising ValueError (one line) on a bad one: the `stage`
+        about to run (world, synthesize) calls it before its flow, so a bad file is reported as bad params are.
+        Nothing by default."""
 
     # -- its world and tasks -------------------------------------------------
 

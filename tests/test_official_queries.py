@@ -213,9 +213,9 @@ def run_synthesize_stage(tmp_path: Path, synthesize: dict) -> subprocess.Complet
 def test_the_stage_stops_with_one_line_and_exit_2(tmp_path, places, problem):
     if problem == "malformed":
         write_csv(tmp_path / "test.csv", broken(places, "local_constraint", "{'house rule': 'pets'"))
-        expect = "error: synthesize: test.csv: row 2: local_constraint is not a Python dict literal: \"{'house rule': 'pets'\""
+        expect = "error: test.csv: row 2: local_constraint is not a Python dict literal: \"{'house rule': 'pets'\""
     else:
-        expect = "error: synthesize: test.csv: file not found"
+        expect = "error: test.csv: file not found"
     proc = run_synthesize_stage(tmp_path, {"source": "official", "path": "test.csv"})
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines() == [expect]

@@ -67,7 +67,7 @@ class QADomain(Domain):
             metrics.update(retrieval_hits(index, dataset.questions, self.qa.top_k))
         return metrics
 
-    def check_inputs(self) -> None:
+    def check_inputs(self, stage: str = "world") -> None:
         """Read a public file before a stage's work begins, so a bad one (or one too small for the
         splits asked for) stops it with one line (a DatasetError)."""
         from star.qa.loaders import load_dataset, split_counts

@@ -49,6 +49,16 @@ class TravelDomain(Domain):
         # A pickled copy carries the sandbox; its tools and index are rebuilt where it lands.
         return {k: v for k, v in self.__dict__.items() if k not in ("tools", "index")}
 
+    def check_inputs(self, stage: str) -> None:
+        """Synthesis from the published query file reads it first, so a missing or malformed one is one line."""
+        if stage != "synthesize":
+            return
+        from star.travel.world.official import read_official_queries
+
+        params = self.params["synthesize"]
+        if params.source == "official":
+            read_official_queries(params.path)
+
     def build_world(self, out: Path) -> dict[str, float]:
         from star.travel.world.sandbox import load_travelplanner
         from star.travel.world.synthetic import generate_world
