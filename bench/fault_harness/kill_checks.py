@@ -6,15 +6,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-TRAINED = {"sft": "models/sft", "grpo": "models/grpo", "qa_sft": "models/qa/sft", "qa_grpo": "models/qa/grpo"}
+from star.sections import DOMAINS, layout, trained
+
+# Every domain's trained models, by the stage that writes them (sft, grpo, qa_sft, qa_grpo).
+TRAINED = {p: (layout(d).models / p.removeprefix(layout(d).prefix)).as_posix() for d in DOMAINS for p in trained(d)}
 # Where a killed stage keeps what a rerun resumes from.
-RESUME_STATE = {
-    "distill": "data/.progress",
-    "sft": "models/.checkpoints/sft",
-    "grpo": "models/.checkpoints/grpo",
-    "qa_sft": "models/.checkpoints/qa_sft",
-    "qa_grpo": "models/.checkpoints/qa_grpo",
-}
+RESUME_STATE = {"distill": "data/.progress", **{p: f"models/.checkpoints/{p}" for p in TRAINED}}
 
 
 def state_after_kill(repo: Path, stage: str) -> int:
