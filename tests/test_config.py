@@ -230,3 +230,13 @@ def test_every_knob_reaches_the_run_cache_key_of_dvc(name):
             node = node[part]
         node[path[-1]] = ["changed"]
         assert key(changed) != before, f"{name}: {'.'.join(path)} does not reach DVC's run-cache key; rename it"
+
+
+def test_qa_grpo_depends_on_every_grpo_knob_qa_does_not_set_itself():
+    """dvc.yaml lists them one by one (a change to a knob QA overrides must not re-run QA's GRPO): none may be missed."""
+    from star.qa.specs import QAGRPOParams
+    from star.train.grpo_params import GRPOParams
+
+    params = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["qa_grpo"]["params"]
+    listed = {p.removeprefix("grpo.") for p in params if isinstance(p, str) and p.startswith("grpo.")}
+    assert listed == set(GRPOParams.model_fields) - set(QAGRPOParams.model_fields)
