@@ -40,7 +40,7 @@ from typing import Any
 from star.train.process import call_breakdown, process_reward, verdicts
 from star.train.rubric import RewardFunction, Rubric
 from star.travel.evaluation.evaluate import PlanEvaluation, evaluate_plan
-from star.travel.evaluation.hard import LOCAL_CHECKS, LOCAL_TO_HARD, local_constraint
+from star.travel.evaluation.hard import hard_set
 from star.travel.plans.format import format_rules
 from star.travel.specs import TravelRewardParams
 from star.travel.world.query import Query
@@ -69,7 +69,7 @@ def complete_sum_reward(evaluation: PlanEvaluation | None) -> float:
 
 def keeps_stated_constraints(query: Query, plan: Any, index: SandboxIndex) -> bool:
     """Whether the plan keeps every local constraint the query states, scored whatever the official gate says."""
-    stated = [LOCAL_TO_HARD[k] for k in LOCAL_CHECKS if local_constraint(query, k) is not None]
+    stated = [h for h in hard_set(query) if h != "budget"]  # the local ones; sum already weighs the budget
     if not stated:
         return True
     strict = evaluate_plan(query, plan, index, mode="strict")
