@@ -15,7 +15,10 @@ from star.models.base import prepare_base
 
 @task
 def build_base(domain: Domain, model: ModelParams, trajectories: Path, out: Path) -> dict[str, float]:
-    prepare_base(out, model.name_or_path, model.tiny, lambda: domain.base_texts(read_jsonl(trajectories), model.tool_schemas), domain.entity_names)
+    prepare_base(
+        out, model.name_or_path, model.tiny, lambda: domain.base_texts(read_jsonl(trajectories), model.tool_schemas),
+        lambda: domain.entity_names(model.tiny.whole_identifiers),
+    )
     metrics: dict[str, float] = {}
     if (out / "tokenizer.json").exists():
         from transformers import AutoConfig, AutoTokenizer

@@ -124,8 +124,8 @@ class Domain(ABC):
     def base_texts(self, rows: list[dict], tool_schemas: bool) -> list[str]:
         """The texts the built-in tiny model's tokenizer is trained on, from distill's rows."""
 
-    def entity_names(self) -> list[str]:
-        """Names the tiny tokenizer keeps whole, one token each."""
+    def entity_names(self, identifiers: bool = False) -> list[str]:
+        """Names the tiny tokenizer keeps whole, one token each; with `identifiers`, the domain's ids too."""
         return []
 
     # -- RL and evaluation --------------------------------------------------------

@@ -22,7 +22,7 @@ from star.models.tiny import IM_END, PAD, SPECIAL_TOKENS, TAG_TOKENS, TinySpec, 
 from star.travel.env import SYSTEM_PROMPT, TravelEnv
 from star.travel.specs import WorldSpec
 from star.travel.world.query import Query
-from star.travel.world.synthetic import entity_names, generate_world
+from star.travel.world.synthetic import entity_names, generate_world, identifiers
 from star.travel.world.tools import TravelTools
 
 SMALL = dict(hidden_size=64, num_layers=2, num_heads=2, max_position_embeddings=4096)
@@ -121,6 +121,19 @@ def test_entity_names_are_one_id_in_every_context(world, tok):
         assert len(ids) == 1, (name, tok.convert_ids_to_tokens(ids))
         for context in (f" {name}", f'"{name}"', f"\n{name}", f"{name},", f"from {name} to", f"({name})"):
             assert tok.encode(context, add_special_tokens=False).count(ids[0]) == 1, (name, context)
+
+
+def test_identifiers_are_one_id_only_when_asked(world, corpus, tok):
+    sb = world["sandbox"]
+    flight, day = sb.flights["flight_number"][0], sb.flights["date"][0]
+    text = f'Flight {flight} on {day}: {{"date": "{day}"}}\n{flight} | 08:00-09:00 | $90'
+    assert {flight, day} <= set(identifiers(sb))
+    whole = train_tokenizer(corpus, world["names"] + identifiers(sb), vocab_size=4096)
+    ids = whole.encode(text, add_special_tokens=False)
+    assert ids.count(whole.convert_tokens_to_ids(flight)) == 2 and ids.count(whole.convert_tokens_to_ids(day)) == 2
+    assert whole.decode(ids) == text
+    # names alone: the same text is digits, so no single id holds the flight
+    assert len(tok.encode(flight, add_special_tokens=False)) > 1
 
 
 def test_entity_names_keep_their_id_inside_a_rendered_chat(world, tok):

@@ -150,7 +150,7 @@ class PhoneDomain(Domain):
 
         return corpus_from_trajectories([r["messages"] for r in rows], json.loads(rows[0]["tools"]), SYSTEM)
 
-    def entity_names(self) -> list[str]:
+    def entity_names(self, identifiers: bool = False) -> list[str]:
         return sorted(self.book)
 
     def rubric(self, grpo: Any) -> Rubric:

@@ -20,3 +20,8 @@ class TinySpec(BaseModel):
     intermediate_size: int | None = Field(None, ge=1, description="width of the MLP; null: 4 * hidden_size")
     max_position_embeddings: int = Field(2048, ge=64, description="longest sequence, in tokens, the model and its tokenizer accept")
     seed: int = Field(0, description="seed of the weight initialisation")
+    whole_identifiers: bool = Field(
+        False,
+        description="also keep the domain's identifiers (travel: flight numbers and dates) one token each, as entity names are, "
+        "so copying one is copying one id, not digits that differ only at the end; for small worlds (one token per flight)",
+    )

@@ -185,7 +185,7 @@ class QADomain(Domain):
         # The baselines' prompts too: the schema (base_tool_call) and the RAG instruction.
         return corpus_from_trajectories([r["messages"] for r in rows], tools, self.system_prompt) + [NAIVE_RAG_SYSTEM_PROMPT]
 
-    def entity_names(self) -> list[str]:
+    def entity_names(self, identifiers: bool = False) -> list[str]:
         from star.qa.world import KnowledgeWorld, entity_names
 
         # Loaded datasets have multi-word titles: only the synthetic world's names become tokens.

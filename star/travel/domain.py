@@ -184,10 +184,10 @@ class TravelDomain(Domain):
         tools = json.loads(rows[0]["tools"]) if rows and tool_schemas else []
         return corpus_from_trajectories([r["messages"] for r in rows], tools, self.system_prompt)
 
-    def entity_names(self) -> list[str]:
-        from star.travel.world.synthetic import entity_names
+    def entity_names(self, identifiers: bool = False) -> list[str]:
+        from star.travel.world.synthetic import entity_names, identifiers as ids
 
-        return entity_names(self.sandbox)
+        return entity_names(self.sandbox) + (ids(self.sandbox) if identifiers else [])
 
     def rubric(self, grpo: Any) -> Rubric:
         from star.travel.rewards import Scorer

@@ -160,3 +160,8 @@ def entity_names(sandbox: Sandbox) -> list[str]:
     for table in (sandbox.accommodations, sandbox.restaurants, sandbox.attractions):
         names |= set(table["name"])
     return sorted(name for name in names if name)
+
+
+def identifiers(sandbox: Sandbox) -> list[str]:
+    """Every flight number and flight date of a sandbox, sorted: the ids a plan copies digit by digit."""
+    return sorted(set(sandbox.flights["flight_number"]) | set(sandbox.flights["date"]))
