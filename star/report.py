@@ -37,12 +37,12 @@ from pydantic import BaseModel, Field
 
 from star.io import atomic_path, write_json, write_text
 from star.plots import pyplot, save_png
-from star.sections import DOMAINS, trained
+from star.sections import DOMAINS, levels, metrics, trained
 
 EXPERIMENT = "star"
-LEVELS = ("easy", "medium", "hard")
-# TravelPlanner's headline metrics, in the order the table shows them
-METRICS = ("final_pass_rate", "delivery_rate", "commonsense_micro", "commonsense_macro", "hard_micro", "hard_macro")
+# every domain's headline metrics, then its first metric per level, in the order the table shows them
+METRICS = tuple(m for domain in DOMAINS for m in metrics(domain))
+LEVEL_METRICS = tuple(f"{level}/{metrics(domain)[0]}" for domain in DOMAINS for level in levels(domain))
 TRAIN_STAGES = ("sft", "grpo")
 CURVES = ("rollout/reward", "rollout/success")
 # every domain's trained policies, shown by default; the others (base, teacher,
@@ -51,9 +51,7 @@ TRAINED = tuple(policy for domain in DOMAINS for policy in trained(domain))
 POLICY_ORDER = (*TRAINED, "base", "teacher")
 # params whose effect on the final pass rate gets its own plot when they vary
 SWEEP_PARAMS = ("filter.examples", "env.fault_rate")
-# QA columns besides EM and F1: exact match per hop count
-_QA_KEY = re.compile(r"^(em|f1|\d+hop/em)$")
-_LEVEL_KEY = re.compile(rf"^({'|'.join(LEVELS)})_(.+)$")
+_LEVEL_KEY = re.compile(rf"^({'|'.join(level for domain in DOMAINS for level in levels(domain))})_(.+)$")
 
 
 class Curve(BaseModel):
@@ -258,12 +256,18 @@ def _policies(runs: Sequence[PipelineRun], policies: Sequence[str] | None) -> li
 
 
 def _metric_columns(runs: Sequence[PipelineRun], policy: str) -> list[str]:
-    """Headline metrics, then final pass per level, then QA exact match and F1 (em, f1, 2hop/em ...)."""
+    """The domains' headline metrics, then their first metric per level (final pass by level, EM by hops)."""
     keys = {k for r in runs for k in r.finals.get(policy, {})}
-    level_keys = [f"{level}/final_pass_rate" for level in LEVELS]
-    known = [k for k in (*METRICS, *level_keys) if k in keys]
-    others = sorted(k for k in keys if k not in known and _QA_KEY.match(k))
-    return known + others
+    return [k for k in (*METRICS, *LEVEL_METRICS) if k in keys]
+
+
+def _scored_by(runs: Sequence[PipelineRun], policy: str) -> tuple[str, tuple[str, ...]] | None:
+    """(metric, levels) of the domain whose first metric `policy` logged: final pass for travel, EM for QA."""
+    for domain in DOMAINS:
+        first = metrics(domain)[:1]
+        if first and any(first[0] in r.finals.get(policy, {}) for r in runs):
+            return first[0], levels(domain)
+    return None
 
 
 def _typed(values: list[str | None]) -> pl.Series:
@@ -332,24 +336,24 @@ def markdown(table: pl.DataFrame) -> str:
 
 
 def plot_pass_rates(runs: Sequence[PipelineRun], path: str | Path, policies: Sequence[str] | None = None) -> bool:
-    """Grouped bars of final pass rate, overall and per level, one bar per run; one panel per policy."""
-    chosen = [p for p in _policies(runs, policies) if any("final_pass_rate" in r.finals.get(p, {}) for r in runs)]
+    """Grouped bars of each policy's first metric (final pass, EM), overall and per level, one bar per run; one panel per policy."""
+    chosen = [(p, scored) for p in _policies(runs, policies) if (scored := _scored_by(runs, p))]
     if not chosen:
         return False
     plt = pyplot()
-    scopes = ["overall", *LEVELS]
     width = 0.8 / max(len(runs), 1)
     fig, axes = plt.subplots(len(chosen), 1, figsize=(max(7, 1.2 * len(runs) + 4), 3.2 * len(chosen)), squeeze=False)
-    for ax, policy in zip(axes[:, 0], chosen):
+    for ax, (policy, (metric, policy_levels)) in zip(axes[:, 0], chosen):
+        scopes = ["overall", *policy_levels]
         for i, run in enumerate(runs):
             finals = run.finals.get(policy, {})
-            values = [100 * finals.get("final_pass_rate" if s == "overall" else f"{s}/final_pass_rate", math.nan) for s in scopes]
+            values = [100 * finals.get(metric if s == "overall" else f"{s}/{metric}", math.nan) for s in scopes]
             bars = ax.bar([x + i * width for x in range(len(scopes))], values, width, label=run.name)
             ax.bar_label(bars, fmt="%.0f", fontsize=6)
         ax.set_xticks([x + width * (len(runs) - 1) / 2 for x in range(len(scopes))], scopes)
-        ax.set_ylabel("final pass (%)")
+        ax.set_ylabel(f"{metric} (%)")
         ax.set_ylim(0, 105)
-        ax.set_title(f"{policy}: final pass rate by level")
+        ax.set_title(f"{policy}: {metric} by level")
         ax.legend(fontsize=7)
     fig.tight_layout()
     save_png(fig, Path(path))
@@ -378,7 +382,7 @@ def plot_curves(runs: Sequence[PipelineRun], path: str | Path, keys: Sequence[st
 
 
 def plot_against(runs: Sequence[PipelineRun], param: str, path: str | Path, policies: Sequence[str] | None = None) -> bool:
-    """Final pass rate against a numeric param; False (no plot) unless it takes two values.
+    """Each policy's first metric (final pass, EM) against a numeric param; False (no plot) unless it takes two values.
 
     One line per policy and per combination of the other params that vary, so
     that a line joins only runs that differ in `param` alone.
@@ -397,21 +401,24 @@ def plot_against(runs: Sequence[PipelineRun], param: str, path: str | Path, poli
     fig, ax = plt.subplots(figsize=(6.5, 3.8))
     drawn = False
     for policy in _policies(runs, policies):
+        if not (scored := _scored_by(runs, policy)):
+            continue
+        metric = scored[0]
         lines: dict[tuple, list[tuple[float, float]]] = {}
         for x, run in points:
-            if "final_pass_rate" in run.finals.get(policy, {}):
+            if metric in run.finals.get(policy, {}):
                 key = tuple(run.params.get(k, "?") for k in others)
-                lines.setdefault(key, []).append((x, 100 * run.finals[policy]["final_pass_rate"]))
+                lines.setdefault(key, []).append((x, 100 * run.finals[policy][metric]))
         for key, xy in lines.items():
-            label = ", ".join([policy, *(f"{k}={v}" for k, v in zip(others, key))])
+            label = ", ".join([f"{policy} {metric}", *(f"{k}={v}" for k, v in zip(others, key))])
             ax.plot([x for x, _ in xy], [y for _, y in xy], marker="o", label=label)
             drawn = True
     if not drawn:
         plt.close(fig)
         return False
     ax.set_xlabel(param)
-    ax.set_ylabel("final pass (%)")
-    ax.set_title(f"final pass rate against {param}")
+    ax.set_ylabel("%")
+    ax.set_title(f"final pass and EM against {param}")
     ax.legend(fontsize=7)
     fig.tight_layout()
     save_png(fig, Path(path))
@@ -436,12 +443,12 @@ def write_report(
 
     plots: list[tuple[str, str, str]] = []  # (name, file, caption)
     if plot_pass_rates(runs, out / "pass_rates.png", policies):
-        plots.append(("pass_rates", "pass_rates.png", "Final pass rate by level"))
+        plots.append(("pass_rates", "pass_rates.png", "Final pass rate and EM by level"))
     if plot_curves(runs, out / "grpo_curves.png"):
         plots.append(("grpo_curves", "grpo_curves.png", "GRPO reward and success per step"))
     for param in SWEEP_PARAMS:
         if param in varying and plot_against(runs, param, out / f"pass_vs_{param}.png", policies):
-            plots.append((f"pass_vs_{param}", f"pass_vs_{param}.png", f"Final pass rate against {param}"))
+            plots.append((f"pass_vs_{param}", f"pass_vs_{param}.png", f"Final pass rate and EM against {param}"))
     for name, file, _ in plots:
         paths[name] = out / file
 

@@ -8,6 +8,8 @@ schema classes:
     BASELINES       {policy: the model stage it plays}: policies that are not model stages
     SFT_SET_LIMITS  the dotted keys of its filters' token limits, which may not exceed sft.max_length
     TRAINED         its trained policies, best first, which reports show by default
+    METRICS         its headline metrics, in the order reports show them; the first is the one split by level
+    LEVELS          the levels its evaluation splits that metric by (`<level>/<metric>`), in order
 
 A domain outside the registry (a module path such as tests.toy_domain) declares the same
 names in its own module, all optional; its layout defaults to data/NAME/..., models/NAME.
@@ -73,3 +75,11 @@ def sft_set_limits(domain: str) -> tuple[str, ...]:
 
 def trained(domain: str) -> tuple[str, ...]:
     return tuple(getattr(specs(domain), "TRAINED", ()))
+
+
+def metrics(domain: str) -> tuple[str, ...]:
+    return tuple(getattr(specs(domain), "METRICS", ()))
+
+
+def levels(domain: str) -> tuple[str, ...]:
+    return tuple(getattr(specs(domain), "LEVELS", ()))

@@ -176,6 +176,16 @@ def test_report_files(runs, tmp_path):
     assert "pass_vs_env.fault_rate" not in single and "pass_vs_filter.examples" not in single
 
 
+def test_a_qa_only_comparison_shows_em_by_hops(runs, tmp_path):
+    from star.report import PipelineRun, plot_pass_rates
+
+    qa = [PipelineRun(name=f"qa-{i}", run_id=str(i), finals={"qa_sft": {"2hop/em": 0.5, "f1": 0.6, "em": 0.4, "4hop/em": 0.2}}) for i in range(2)]
+    table = comparison_table(qa)
+    # the domain's headline metrics, then its first metric per level, as its specs declare them
+    assert [c for c in table.columns if c.startswith("qa_sft/")] == ["qa_sft/em", "qa_sft/f1", "qa_sft/2hop/em", "qa_sft/4hop/em"]
+    assert plot_pass_rates(qa, tmp_path / "qa.png") and (tmp_path / "qa.png").read_bytes()[:8] == PNG
+
+
 def test_cli(store, tmp_path, capsys):
     assert main(["--tracking-uri", store[1], "--out", str(tmp_path / "out"), "--where", "grpo.reward=SUCCESS"]) == 0
     out = capsys.readouterr().out

@@ -158,3 +158,5 @@ LAYOUT = Layout(
 BASELINES = {"naive_rag": "base", "base_tool_call": "base"}  # Agent-R1's baselines play the untrained base model
 SFT_SET_LIMITS = ("qa.filter.max_tokens",)
 TRAINED = ("qa_grpo", "qa_sft")
+METRICS = ("em", "f1")
+LEVELS = ("2hop", "3hop", "4hop")  # hop counts: the passages an answer needs

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from datetime import date
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from star.endpoint import RETRIES_HELP, OpenAIEndpoint
 from star.sections import Layout, Section
+
+
+Level = Literal["easy", "medium", "hard"]  # a query's difficulty: which local constraints it states
 
 
 class WorldSpec(BaseModel):
@@ -51,7 +54,7 @@ class SynthesisSpec(BaseModel):
         default_factory=lambda: {"train": 1500, "validation": 100, "test": 200},
         description="queries per split: train, validation, test",
     )
-    levels: dict[Literal["easy", "medium", "hard"], float] = Field(
+    levels: dict[Level, float] = Field(
         default_factory=lambda: {"easy": 4, "medium": 3, "hard": 3},
         description="relative weights of the difficulty levels easy, medium, hard",
     )
@@ -60,7 +63,7 @@ class SynthesisSpec(BaseModel):
         description="relative weights of the trip lengths (3 days = 1 city, 5 = 2, 7 = 3)",
     )
     people: tuple[int, int] = Field((2, 8), description="[low, high] travellers of medium and hard queries, within 1..8; easy is one person")
-    budget_factor: dict[Literal["easy", "medium", "hard"], float] = Field(
+    budget_factor: dict[Level, float] = Field(
         default_factory=lambda: {"easy": 1.0, "medium": 0.75, "hard": 0.5},
         description="budget per level as a share of a typical plan's cost, never below the cheapest plan found",
     )
@@ -181,7 +184,7 @@ class FilterParams(Section):
     )
     max_tokens: int = Field(1536, ge=64, description="longest trajectory kept, counted with the policy's tokenizer, tools included")
     examples: int = Field(1000, ge=1, description="trajectories in the SFT set (named so because DVC's run cache leaves any key called size out of its key)")
-    levels: dict[Literal["easy", "medium", "hard"], float] = Field(
+    levels: dict[Level, float] = Field(
         default_factory=lambda: {"easy": 4, "medium": 3, "hard": 3}, description="relative weights of the levels easy, medium, hard in the SFT set"
     )
     seed: int = Field(0, description="seed of the draw")
@@ -223,3 +226,5 @@ SECTIONS = {
 LAYOUT = Layout("", Path("data/world"), Path("data/queries"), Path("data/trajectories"), Path("data/sft"), Path("models"), Path("data/infer"), Path("reports"))
 SFT_SET_LIMITS = ("filter.max_tokens",)
 TRAINED = ("grpo", "sft")
+METRICS = ("final_pass_rate", "delivery_rate", "commonsense_micro", "commonsense_macro", "hard_micro", "hard_macro")  # TravelPlanner's
+LEVELS = get_args(Level)

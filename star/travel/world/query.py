@@ -9,7 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-LEVELS = ("easy", "medium", "hard")
+from star.travel.specs import LEVELS
+
 LOCAL_KEYS = ("house rule", "cuisine", "room type", "transportation")
 
 
