@@ -46,7 +46,6 @@ FSDP and ZeRO-3 are refused: the rollouts generate with the whole weights.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -59,12 +58,12 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
+from star.train.batch_record import digest, record_batch
 from star.train.grpo_params import GRPOParams
 
 ROLLOUT_RNG = "rollout_rng.json"  # the EpisodeRunner's generator, saved in each checkpoint
 # A directory: when set, each process appends the prompts it plays, step by step, to
 # `rank<process index>.jsonl` there (as star/train/sft.py does with its batches).
-RECORD_BATCHES = "STAR_RECORD_BATCHES"
 
 
 def rollout_rng_file(process_index: int) -> str:
@@ -105,12 +104,7 @@ class EpisodeRunner:
     def __call__(self, prompts: list[list[dict]], trainer: Any) -> dict[str, Any]:
         step = trainer.state.global_step
         queries = [self.queries[p[-1]["task"]] for p in prompts]
-        if os.environ.get(RECORD_BATCHES):
-            directory = Path(os.environ[RECORD_BATCHES])
-            directory.mkdir(parents=True, exist_ok=True)
-            digests = [hashlib.sha256(p[-1]["content"].encode()).hexdigest()[:16] for p in prompts]
-            with open(directory / f"rank{trainer.args.process_index}.jsonl", "a") as f:
-                f.write(json.dumps({"step": step, "prompts": digests}) + "\n")
+        record_batch(trainer.args.process_index, step, "prompts", [digest(p[-1]["content"]) for p in prompts])
         G = self.params.num_generations
         self.seconds.clear()
         if self.params.algorithm == "arpo":

@@ -16,7 +16,6 @@ counts are summed over the processes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -33,13 +32,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 from trl import SFTConfig, SFTTrainer
 
 from star.io import atomic_dir
+from star.train.batch_record import RECORD_BATCHES, digest, record_batch
 from star.train.curves import curve, write_curve
 from star.train.sft_params import LoraParams, SFTParams
 
 LogFn = Callable[[dict[str, float], int], None]
 # A directory: when set, each process appends the sequences it trains on, step by step,
 # to `rank<process index>.jsonl` there (a test checks that processes share out the data).
-RECORD_BATCHES = "STAR_RECORD_BATCHES"
 
 
 def _tools(row: dict[str, Any]) -> list[dict[str, Any]] | None:
@@ -81,20 +80,17 @@ class _Trainer(SFTTrainer):
         mask = inputs.get("attention_mask")
         self.tokens_seen += int(mask.sum()) if mask is not None else inputs["input_ids"].numel()
         self.assistant_tokens_seen += int((inputs["labels"] != -100).sum())
-        if os.environ.get(RECORD_BATCHES):
-            self._record(inputs, Path(os.environ[RECORD_BATCHES]))
+        self._record(inputs)
         return super().training_step(model, inputs, *args, **kwargs)
 
-    def _record(self, inputs: dict[str, Any], directory: Path) -> None:
-        """Append {step, sequences: [digest of each sequence's tokens]} to this process's file."""
+    def _record(self, inputs: dict[str, Any]) -> None:
+        """Record {step, sequences: [digest of each sequence's tokens]} for this process (star.train.batch_record)."""
+        if not os.environ.get(RECORD_BATCHES):
+            return
         mask = inputs.get("attention_mask")
-        digests = []
-        for i, ids in enumerate(inputs["input_ids"].tolist()):
-            kept = ids if mask is None else [t for t, m in zip(ids, mask[i].tolist()) if m]
-            digests.append(hashlib.sha256(json.dumps(kept).encode()).hexdigest()[:16])
-        directory.mkdir(parents=True, exist_ok=True)
-        with open(directory / f"rank{self.args.process_index}.jsonl", "a") as f:
-            f.write(json.dumps({"step": self.state.global_step, "sequences": digests}) + "\n")
+        rows = inputs["input_ids"].tolist()
+        digests = [digest(ids if mask is None else [t for t, m in zip(ids, mask[i].tolist()) if m]) for i, ids in enumerate(rows)]
+        record_batch(self.args.process_index, self.state.global_step, "sequences", digests)
 
     def token_counts(self) -> tuple[int, int]:
         """(tokens, assistant tokens) trained on so far, by all processes together.
