@@ -121,6 +121,9 @@ class QAGRPOParams(Section):
     temperature: float = Field(1.0, gt=0, description="QA GRPO's rollout temperature, in place of grpo.temperature")
     optimizer: Literal["adamw", "sgd"] = Field("adamw", description="QA GRPO's optimizer, in place of grpo.optimizer")
     unseen_queries: bool = Field(False, description="in place of grpo.unseen_queries; false: QA trains on every training question, those in its SFT set too")
+    skip_levels: list[Literal["2hop", "3hop", "4hop"]] = Field(
+        default_factory=list, description="hop counts left out of QA's GRPO, in place of grpo.skip_levels (whose easy, medium, hard are travel's levels)"
+    )
 
 
 class QAParams(Section):

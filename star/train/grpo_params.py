@@ -72,7 +72,7 @@ class GRPOParams(RolloutLimits):
     )
     skip_levels: list[str] = Field(
         default_factory=lambda: ["easy"],
-        description="task levels left out of RL training: groups the SFT model already solves carry no advantage",
+        description="travel's task levels left out of RL training (QA: qa.grpo.skip_levels): groups the SFT model already solves carry no advantage",
     )
     save_steps: int = Field(10, ge=1, description="steps between checkpoints")
     bf16: bool = Field(False, description="bf16 autocast over float32 weights (the saved model is float32): worth it on GPUs; on a CPU only with bf16 units (avx512_bf16, AMX), so measure first")
