@@ -23,5 +23,6 @@ class TinySpec(BaseModel):
     whole_identifiers: bool = Field(
         False,
         description="also keep the domain's identifiers (travel: flight numbers and dates) one token each, as entity names are, "
-        "so copying one is copying one id, not digits that differ only at the end; for small worlds (one token per flight)",
+        "so copying one is copying one id, not digits that differ only at the end; for small worlds (one token per flight). "
+        "Off by default: on two of three seeds SFT then memorised flight ids instead of copying them (docs/learning.md)",
     )

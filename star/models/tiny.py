@@ -4,7 +4,10 @@ Tiny models learn the agent format quickly but fail to copy names and dates
 from the query into calls and plans, partly because one name tokenises
 differently after a space, a quote or a newline. Here every entity name is a
 single added token, the same id in every context, and digits are one token
-each, so copying a name or a date is copying a few ids.
+each. Identifiers whose digits differ only at the end (flight numbers F3331 and
+F3332, dates 2022-03-04 and 2022-03-06) can be added tokens too
+(`TinySpec.whole_identifiers`, off by default: SFT then memorises flight ids
+instead of copying them, docs/learning.md).
 
 The chat template is TRL's Qwen2.5 template, taken from the installed trl, so
 TRL recognises it by equality: SFT swaps in its `{% generation %}` training
