@@ -170,8 +170,8 @@ def _pipeline(client: Any, experiment_id: str, parent: Any, curve_keys: Sequence
         policy, slash, metric = key.partition("/")
         if slash and metric:
             by_policy.setdefault(policy, {})[metric] = value
-    for policy, metrics in by_policy.items():
-        for metric, value in _normalize(metrics).items():
+    for policy, logged in by_policy.items():
+        for metric, value in _normalize(logged).items():
             finals.setdefault(policy, {}).setdefault(metric, value)
 
     train_minutes = {s: m for s in TRAIN_STAGES if s in stages and (m := stages[s].minutes) is not None}

@@ -62,8 +62,6 @@ from star.train.batch_record import digest, record_batch
 from star.train.grpo_params import GRPOParams
 
 ROLLOUT_RNG = "rollout_rng.json"  # the EpisodeRunner's generator, saved in each checkpoint
-# A directory: when set, each process appends the prompts it plays, step by step, to
-# `rank<process index>.jsonl` there (as star/train/sft.py does with its batches).
 
 
 def rollout_rng_file(process_index: int) -> str:

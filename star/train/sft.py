@@ -37,8 +37,6 @@ from star.train.curves import curve, write_curve
 from star.train.sft_params import LoraParams, SFTParams
 
 LogFn = Callable[[dict[str, float], int], None]
-# A directory: when set, each process appends the sequences it trains on, step by step,
-# to `rank<process index>.jsonl` there (a test checks that processes share out the data).
 
 
 def _tools(row: dict[str, Any]) -> list[dict[str, Any]] | None:

@@ -185,7 +185,8 @@ class TravelDomain(Domain):
         return corpus_from_trajectories([r["messages"] for r in rows], tools, self.system_prompt)
 
     def entity_names(self, identifiers: bool = False) -> list[str]:
-        from star.travel.world.synthetic import entity_names, identifiers as ids
+        from star.travel.world.synthetic import entity_names
+        from star.travel.world.synthetic import identifiers as ids
 
         return entity_names(self.sandbox) + (ids(self.sandbox) if identifiers else [])
 

@@ -11,7 +11,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from star.endpoint import RETRIES_HELP, OpenAIEndpoint
 from star.sections import Layout, Section
 
-
 Level = Literal["easy", "medium", "hard"]  # a query's difficulty: which local constraints it states
 
 

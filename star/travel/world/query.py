@@ -9,8 +9,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from star.travel.specs import LEVELS
-
 LOCAL_KEYS = ("house rule", "cuisine", "room type", "transportation")
 
 
