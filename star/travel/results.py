@@ -8,7 +8,7 @@ from typing import Any
 from star.plots import grouped_bars
 from star.travel.evaluation.arguments import SLOTS
 from star.travel.evaluation.metrics import METRICS
-from star.travel.world.query import LEVELS
+from star.travel.specs import LEVELS
 
 # teacher is the upper reference, base the lower one
 POLICY_ORDER = ("teacher", "grpo", "sft", "base")

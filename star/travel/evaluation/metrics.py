@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from star.travel.evaluation.commonsense import COMMONSENSE
 from star.travel.evaluation.hard import HARD, hard_set
-from star.travel.world.query import LEVELS, Query
+from star.travel.specs import LEVELS
+from star.travel.world.query import Query
 
 if TYPE_CHECKING:  # for types only: evaluate imports this module
     from star.travel.evaluation.evaluate import PlanEvaluation

@@ -25,7 +25,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from star.travel.world.query import LEVELS, LOCAL_KEYS, Query
+from star.travel.specs import LEVELS
+from star.travel.world.query import LOCAL_KEYS, Query
 
 COLUMNS = ("org", "dest", "days", "visiting_city_number", "date", "people_number", "local_constraint", "budget", "query", "level")
 
