@@ -14,6 +14,11 @@ from pathlib import Path
 RECORD_BATCHES = "STAR_RECORD_BATCHES"
 
 
+def recording() -> bool:
+    """Whether batches are recorded: check it before gathering what to record."""
+    return bool(os.environ.get(RECORD_BATCHES))
+
+
 def digest(value: str | list[int]) -> str:
     """A short hash of a prompt's text or a sequence's token ids."""
     return hashlib.sha256((value if isinstance(value, str) else json.dumps(value)).encode()).hexdigest()[:16]

@@ -58,7 +58,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
-from star.train.batch_record import digest, record_batch
+from star.train.batch_record import digest, record_batch, recording
 from star.train.grpo_params import GRPOParams
 
 ROLLOUT_RNG = "rollout_rng.json"  # the EpisodeRunner's generator, saved in each checkpoint
@@ -102,7 +102,8 @@ class EpisodeRunner:
     def __call__(self, prompts: list[list[dict]], trainer: Any) -> dict[str, Any]:
         step = trainer.state.global_step
         queries = [self.queries[p[-1]["task"]] for p in prompts]
-        record_batch(trainer.args.process_index, step, "prompts", [digest(p[-1]["content"]) for p in prompts])
+        if recording():
+            record_batch(trainer.args.process_index, step, "prompts", [digest(p[-1]["content"]) for p in prompts])
         G = self.params.num_generations
         self.seconds.clear()
         if self.params.algorithm == "arpo":

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import shutil
 import time
@@ -32,7 +31,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 from trl import SFTConfig, SFTTrainer
 
 from star.io import atomic_dir
-from star.train.batch_record import RECORD_BATCHES, digest, record_batch
+from star.train.batch_record import digest, record_batch, recording
 from star.train.curves import curve, write_curve
 from star.train.sft_params import LoraParams, SFTParams
 
@@ -83,7 +82,7 @@ class _Trainer(SFTTrainer):
 
     def _record(self, inputs: dict[str, Any]) -> None:
         """Record {step, sequences: [digest of each sequence's tokens]} for this process (star.train.batch_record)."""
-        if not os.environ.get(RECORD_BATCHES):
+        if not recording():
             return
         mask = inputs.get("attention_mask")
         rows = inputs["input_ids"].tolist()
