@@ -16,7 +16,8 @@ def imports_dir(repo: Path) -> Path:
     return repo.with_name(f"{repo.name}-imports")
 
 
-def sh(cmd: str, cwd: Path, timeout: int = 1500) -> str:
+def sh(cmd: str, cwd: Path, timeout: int = 3600) -> str:
+    # `timeout` guards against a hang only: a loaded machine runs the micro DAG in twice its quiet 19 minutes.
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "PREFECT_HOME": str(cwd / ".prefect")}
     env["STAR_RECORD_IMPORTS"] = str(imports_dir(cwd))
     for var in ("MLFLOW_TRACKING_URI", "DVC_EXP_NAME", "PREFECT_API_URL"):

@@ -173,7 +173,7 @@ def test_a_dead_server_stops_a_stage_with_one_line_and_exit_3(tmp_path):
     dead = {"enabled": True, "base_url": f"http://127.0.0.1:{port}/v1", "retries": 0, "timeout": 60.0}
     write(tmp_path, {"synthesize": {"sizes": {"train": 4, "validation": 0, "test": 0}, "paraphrase": dead}})
     env = {"PYTHONPATH": str(ROOT), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
-    run = lambda stage: subprocess.run([sys.executable, "-m", stage], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)  # noqa: E731
+    run = lambda stage: subprocess.run([sys.executable, "-m", stage], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)  # noqa: E731
     assert run("stages.world").returncode == 0
     proc = run("stages.synthesize")
     assert proc.returncode == 3, proc.stderr[-2000:]

@@ -164,7 +164,7 @@ def driver(env: dict, work: Path, name: str, runner: dict, threads: int = 0, slo
     return proc, count
 
 
-def finish(proc: subprocess.Popen, timeout: float = 120) -> None:
+def finish(proc: subprocess.Popen, timeout: float = 600) -> None:
     output, _ = proc.communicate(timeout=timeout)
     assert proc.returncode == 0, output[-3000:]
 
@@ -232,7 +232,7 @@ def ray_up(address: str, env: dict) -> None:
 
 def infer(env: dict, work: Path, name: str, runner: dict, script: str = INFER) -> bytes:
     out = work / name
-    proc = subprocess.run([sys.executable, "-c", script, json.dumps({"work": str(work), "out": str(out), "runner": runner})], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps({"work": str(work), "out": str(out), "runner": runner})], cwd=work, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     return (out / "trajectories.jsonl").read_bytes()
 
@@ -269,7 +269,7 @@ def test_distill_and_infer_on_a_ray_cluster_write_the_same_bytes(env, work, expe
         nodes.append(ray_node(env, temp, "--address", address))
         ray_up(address, env)
         proc, count = driver(env, work, "ray", {"kind": "ray", "address": address, "episodes_per_task": SIZE})
-        finish(proc, timeout=180)
+        finish(proc, timeout=600)
         assert (work / "ray" / "trajectories.jsonl").read_bytes() == expected
         # The model policy's chunks on the cluster's nodes: the same rows.
         assert infer(env, work, "infer_ray", {"kind": "ray", "address": address, "episodes_per_task": SIZE}) == whole
@@ -304,7 +304,7 @@ def test_distill_on_a_dask_cluster_writes_the_same_bytes(env, work, expected, tm
         with Client(address, timeout=60) as client:
             client.wait_for_workers(1, timeout=60)
             run, count = driver(env, work, "dask", {"kind": "dask", "address": address, "episodes_per_task": SIZE})
-            finish(run, timeout=120)
+            finish(run, timeout=600)
             ran = client.run_on_scheduler(lambda dask_scheduler: dict(dask_scheduler.task_prefixes["play_chunk"].state_counts))
         assert (work / "dask" / "trajectories.jsonl").read_bytes() == expected
         assert episodes(count) == 0 and ran["memory"] == QUERIES // SIZE  # every chunk ran on the cluster, none in the stage's process

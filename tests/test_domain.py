@@ -58,7 +58,7 @@ def test_a_third_domain_runs_the_generic_stages_from_its_module_alone(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DVC_", "PREFECT_"))}
     env.update(PATH=f"{BIN}:{env['PATH']}", PYTHONPATH=f"{tmp_path}:{ROOT}", HOME=str(tmp_path), PREFECT_HOME=str(tmp_path / ".prefect"), STAR_RECORD_IMPORTS=str(tmp_path / "imports"))
     script = " && ".join(commands)
-    proc = subprocess.run([sys.executable, "-m", "flows.serve", "bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run([sys.executable, "-m", "flows.serve", "bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
 
     data = tmp_path / "data/toy_domain"

@@ -213,7 +213,7 @@ def run_format_stage(tmp_path: Path, answer: str, patch: str = "") -> subprocess
     (tmp_path / "data/infer/base/trajectories.jsonl").write_text(json.dumps({"query_id": 1, "answer": answer}) + "\n")
     code = f"import runpy, sys\n{patch}\nsys.argv = ['stages.format', 'base']\nrunpy.run_module('stages.format', run_name='__main__', alter_sys=True)"
     env = {"PYTHONPATH": str(ROOT), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
-    return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
 
 
 def stage_metrics(tmp_path: Path) -> dict[str, float]:

@@ -206,7 +206,7 @@ def test_the_test_split_is_the_published_file(tmp_path, places, real_sandbox):
 def run_synthesize_stage(tmp_path: Path, synthesize: dict) -> subprocess.CompletedProcess:
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"synthesize": synthesize}))
     env = {"PYTHONPATH": str(ROOT), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
-    return subprocess.run([sys.executable, "-m", "stages.synthesize"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "stages.synthesize"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
 
 
 @pytest.mark.parametrize("problem", ["missing", "malformed"])

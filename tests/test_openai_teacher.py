@@ -346,7 +346,7 @@ def test_server_dying_mid_run_keeps_finished_rows_and_resume_runs_only_the_rest(
             dying.kill()
 
         threading.Thread(target=killer, daemon=True).start()
-        output, _ = proc.communicate(timeout=180)
+        output, _ = proc.communicate(timeout=600)
     finally:
         dying.stop()
     assert proc.returncode != 0 and "TeacherUnavailable" in output and dying.base_url in output, output[-3000:]
@@ -363,7 +363,7 @@ def test_server_dying_mid_run_keeps_finished_rows_and_resume_runs_only_the_rest(
     count = tmp_path / "resumed.count"
     before = server.requests()
     proc = distill(server.base_url, 2, count)
-    output, _ = proc.communicate(timeout=180)
+    output, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, output[-3000:]
     assert SECRET not in output
 

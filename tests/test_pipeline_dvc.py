@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
-def sh(cmd: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+def sh(cmd: list[str], cwd: Path, timeout: int = 1200) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
     env.pop("MLFLOW_TRACKING_URI", None)
     env.pop("DVC_EXP_NAME", None)

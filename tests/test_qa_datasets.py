@@ -211,7 +211,7 @@ def test_check_inputs_reads_a_public_file_before_the_work(tmp_path):
 # ---- the stages on each fixture
 
 
-def _stages(tmp_path, params, commands, timeout=300):
+def _stages(tmp_path, params, commands, timeout=900):
     for name in ("star", "stages", "flows"):
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))

@@ -50,7 +50,7 @@ def environment(server: str, prefect_home: Path) -> dict[str, str]:
     return env
 
 
-def sh(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 300) -> str:
+def sh(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 900) -> str:
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     return proc.stdout + proc.stderr
