@@ -63,7 +63,7 @@ test-fast: setup
 bench: setup
 	for b in bench/*.py; do python $$b; done
 
-# The whole DAG on the micro profile, as a DVC experiment (about 7 minutes on 2 CPU cores).
+# The whole DAG on the micro profile, as a DVC experiment (about 19 minutes on 2 quiet CPU cores).
 micro: setup
 	python -m flows.serve dvc exp run $$(python -m stages.profile params.micro.yaml)
 
