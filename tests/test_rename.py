@@ -116,12 +116,34 @@ def test_every_name_number_and_date_of_a_trajectory_is_renamed_and_nothing_else(
     assert shifts == {renaming.days}
 
 
-def test_a_renamed_episode_is_an_episode_of_the_renamed_world(world, episodes):
+def test_within_the_world_flights_swap_among_its_own_and_dates_stay(world, episodes):
+    """What a tokenizer with one token per world identifier needs: every renamed value is one of the world's."""
+    _, rows = episodes
+    vocabulary = Vocabulary(world)
+    renaming = draw_renaming(vocabulary, random.Random(0), within_world=True)
+    assert renaming.days == 0
+    assert renaming.names == draw_renaming(vocabulary, random.Random(0)).names  # the same names swapped as in the other mode
+    renamed = rename_world(world, renaming)
+    old, new = list(world.flights["flight_number"]), list(renamed.flights["flight_number"])
+    assert set(new) == set(old) and len(set(new)) == len(set(old))  # a bijection of the world's flight numbers
+    assert sum(a == b for a, b in zip(old, new)) <= 1  # each flight another's number (the last draw may be left itself)
+    assert renamed.flights["date"].to_list() == world.flights["date"].to_list()
+    text = "\n".join(m["content"] for row in rows for m in row["messages"])
+    after = rename_text(text, draw_renaming(vocabulary, random.Random(1), within_world=True))
+    assert DATE.findall(after) == DATE.findall(text)
+    flights = set(old)
+    before_flights = [f for f in re.findall(r"\bF\d+\b", text) if f in flights]
+    after_flights = [f for f in re.findall(r"\bF\d+\b", after) if f in flights]
+    assert len(before_flights) == len(after_flights) > 0 and before_flights != after_flights
+
+
+@pytest.mark.parametrize("within_world", [False, True])
+def test_a_renamed_episode_is_an_episode_of_the_renamed_world(world, episodes, within_world):
     """Its plans get the original verdicts there (and fail in the original world), and its tools answer as it says."""
     queries, rows = episodes
     assert Counter(r["success"] for r in rows).keys() == {True, False}  # passing and failing plans both
     for seed, row in enumerate(rows):
-        renaming = draw_renaming(Vocabulary(world), random.Random(seed))
+        renaming = draw_renaming(Vocabulary(world), random.Random(seed), within_world)
         renamed_row = rename_value(row, renaming)
         renamed_world = rename_world(world, renaming)
         query = Query.model_validate(rename_value(queries[row["query_id"]].to_row(), renaming))
@@ -194,14 +216,14 @@ def direct_tasks(monkeypatch):
     monkeypatch.setattr(flows.filter, "save_selection", flows.filter.save_selection.fn)
 
 
-def run_filter(root, copies: int):
+def run_filter(root, copies: int, within_world: bool = False):
     import flows.filter
     from star.config import EnvParams, ModelParams
     from star.travel.domain import TravelDomain
     from star.travel.specs import FilterParams
 
-    params = FilterParams(examples=8, max_tokens=4000, rename_copies=copies)
-    out = root / f"sft{copies}"
+    params = FilterParams(examples=8, max_tokens=4000, rename_copies=copies, rename_within_world=within_world)
+    out = root / f"sft{copies}{'w' * within_world}"
     domain = TravelDomain({"filter": params, "env": EnvParams()}, root / "world")
     metrics = flows.filter.filter_flow.fn(domain, ModelParams(), root / "trajectories.jsonl", root / "base", out)
     return params, metrics, (out / "train.jsonl").read_text()
@@ -238,6 +260,16 @@ def test_the_filter_follows_each_row_with_its_renamed_copies(filter_inputs, dire
         # one token per name, one per digit: the built-in tokenizer counts a copy as its original
         assert [c["tokens"] for c in copies] == [original["tokens"]] * 2
     assert run_filter(root, 2)[2] == augmented  # byte for byte
+
+    # Within the world: the copies' flight numbers and dates are all the world's, and differ from the originals'.
+    inside = [json.loads(line) for line in run_filter(root, 1, within_world=True)[2].splitlines()]
+    world_flights = set(pl.read_parquet(root / "world/flights.parquet")["flight_number"])
+    for original, copy in zip(inside[::2], inside[1::2]):
+        assert copy["renamed"] == 1 and copy["tokens"] == original["tokens"]
+        text = lambda r: json.dumps(r["messages"])  # noqa: E731
+        assert DATE.findall(text(copy)) == DATE.findall(text(original))
+        assert set(re.findall(r"\bF\d{4}\b", text(copy))) <= world_flights
+    assert any(re.findall(r"\bF\d{4}\b", json.dumps(c["messages"])) != re.findall(r"\bF\d{4}\b", json.dumps(o["messages"])) for o, c in zip(inside[::2], inside[1::2]))
 
 
 def test_copies_over_the_token_limit_are_dropped(world, episodes):

@@ -169,7 +169,7 @@ class TravelDomain(Domain):
             rows.append(row)
             # seeded by the row's place in the sorted selection: the same params give the same bytes
             rng = random.Random(f"rename {params.seed} {index}")
-            for copy in renamed_copies(row, vocabulary, params.rename_copies, rng):
+            for copy in renamed_copies(row, vocabulary, params.rename_copies, rng, params.rename_within_world):
                 tokens = count_tokens(copy)
                 if tokens > params.max_tokens:
                     stats["dropped_renamed_too_long"] = stats.get("dropped_renamed_too_long", 0) + 1

@@ -193,6 +193,11 @@ class FilterParams(Section):
         description="after each kept trajectory, this many copies with its cities, places, flight numbers and dates renamed consistently "
         "(star/travel/planner/rename.py), so the student must copy them from its context; 0 = none",
     )
+    rename_within_world: bool = Field(
+        False,
+        description="renamed copies swap flight numbers among the world's own and keep the dates (else: numbers no flight has, dates "
+        "shifted), so a tokenizer with one token per flight number and date (model.tiny.whole_identifiers) reads each as one token",
+    )
 
 
 class LLMFormatterParams(OpenAIEndpoint):

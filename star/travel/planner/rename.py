@@ -3,10 +3,13 @@
 A renamed copy of an expert trajectory swaps every value the agent copies for
 another of its kind, the same way in every message: cities among cities, each
 kind of place among its own kind, flight numbers to numbers no flight has, and
-all dates by one shift. The plan stays right for the renamed query in the
-equally renamed world (`rename_world`), but the student can only predict its
-names, dates and flight numbers by copying them from its context: memorising
-the world no longer lowers the loss.
+all dates by one shift; or, within the world (`within_world`), flight numbers
+among the world's own with the dates kept, so that a tokenizer holding each of
+the world's identifiers as one token reads every renamed value as one of its
+tokens. The plan stays right for the renamed query in the equally renamed world
+(`rename_world`), but the student can only predict its names, dates and flight
+numbers by copying them from its context: memorising the world no longer lowers
+the loss.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class Vocabulary:
         renamable = {n for n, k in counts.items() if k == 1 and any(c.isalpha() for c in n)}
         self.categories = {k: sorted(names & renamable) for k, names in found.items()}
         self.flights = frozenset(world.flights["flight_number"].drop_nulls())
+        self.ordered_flights = sorted(self.flights)  # a fixed order to draw from: the same seed, the same renaming
         self.shapes = Counter((m[1], len(m[2])) for n in self.flights if (m := _FLIGHT.fullmatch(n)))
         # Every known name is matched, fixed ones too, longest first, so that a fixed
         # "New York" is never read as a renamable "York" inside it.
@@ -63,14 +67,15 @@ class Vocabulary:
 
 @dataclass
 class Renaming:
-    """One consistent renaming; flight numbers get their fresh numbers as they are first met."""
+    """One consistent renaming; flight numbers get their new numbers as they are first met."""
 
     vocabulary: Vocabulary
     names: dict[str, str]
     days: int
     rng: random.Random
+    within_world: bool = False  # flight numbers to other flights' numbers, not to numbers no flight has
     flights: dict[str, str] = field(default_factory=dict)
-    fresh: set[str] = field(default_factory=set)
+    fresh: set[str] = field(default_factory=set)  # numbers given so far
     used: Counter = field(default_factory=Counter)  # fresh numbers drawn, by shape
 
     def name(self, value: str) -> str:
@@ -83,22 +88,34 @@ class Renaming:
             return value
 
     def flight(self, number: str) -> str:
-        """A number of the same shape (letters, digit count) that no flight of the world has; only the world's flights are renamed."""
+        """Another number for each of the world's flights (other text stays): within the world another flight's, else a new one."""
         match = _FLIGHT.fullmatch(number)
         if number not in self.vocabulary.flights or match is None:
             return number
         if number not in self.flights:
-            prefix, digits = match.groups()
-            shape = (prefix, len(digits))
-            low, high = (10 ** (len(digits) - 1) if len(digits) > 1 else 0), 10 ** len(digits)
-            if self.vocabulary.shapes[shape] + self.used[shape] >= high - low:
-                raise ValueError(f"no flight number of the shape of {number} is left unused: the world has too many")
-            while (fresh := f"{prefix}{self.rng.randrange(low, high)}") in self.vocabulary.flights or fresh in self.fresh:
-                pass
-            self.flights[number] = fresh
-            self.fresh.add(fresh)
-            self.used[shape] += 1
+            self.flights[number] = self._world_flight(number) if self.within_world else self._new_number(*match.groups())
+            self.fresh.add(self.flights[number])
         return self.flights[number]
+
+    def _new_number(self, prefix: str, digits: str) -> str:
+        """A number of the same shape (letters, digit count) that no flight of the world has."""
+        shape = (prefix, len(digits))
+        low, high = (10 ** (len(digits) - 1) if len(digits) > 1 else 0), 10 ** len(digits)
+        if self.vocabulary.shapes[shape] + self.used[shape] >= high - low:
+            raise ValueError(f"no flight number of the shape of {prefix}{digits} is left unused: the world has too many")
+        while (fresh := f"{prefix}{self.rng.randrange(low, high)}") in self.vocabulary.flights or fresh in self.fresh:
+            pass
+        self.used[shape] += 1
+        return fresh
+
+    def _world_flight(self, number: str) -> str:
+        """Another flight of the world whose number no other flight was given yet: one bijection of the world's numbers."""
+        ordered = self.vocabulary.ordered_flights
+        for _ in range(64):  # a trajectory meets a handful of the thousands of flights: almost always the first try
+            if (other := self.rng.choice(ordered)) != number and other not in self.fresh:
+                return other
+        left = [f for f in ordered if f not in self.fresh]  # renaming the whole world: the last few draws
+        return next((f for f in left if f != number), left[0])
 
 
 def _derangement(items: list[str], rng: random.Random) -> list[str]:
@@ -112,14 +129,14 @@ def _derangement(items: list[str], rng: random.Random) -> list[str]:
             return out
 
 
-def draw_renaming(vocabulary: Vocabulary, rng: random.Random) -> Renaming:
+def draw_renaming(vocabulary: Vocabulary, rng: random.Random, within_world: bool = False) -> Renaming:
     names = {}
     for members in vocabulary.categories.values():
         names.update(zip(members, _derangement(members, rng)))
-    days = rng.randint(1, MAX_SHIFT_DAYS)
+    days = rng.randint(1, MAX_SHIFT_DAYS)  # drawn either way, so both modes swap the same names
     # Flight numbers are drawn lazily, from their own stream, so the draw does not
     # depend on how many the texts renamed so far contained.
-    return Renaming(vocabulary, names, days, random.Random(rng.getrandbits(64)))
+    return Renaming(vocabulary, names, 0 if within_world else days, random.Random(rng.getrandbits(64)), within_world)
 
 
 def rename_text(text: str, renaming: Renaming) -> str:
@@ -164,6 +181,6 @@ def rename_world(world: Sandbox, renaming: Renaming) -> Sandbox:
     return Sandbox(**{name: table(frame) for name, frame in world.tables().items()})
 
 
-def renamed_copies(row: dict, vocabulary: Vocabulary, copies: int, rng: random.Random) -> list[dict]:
+def renamed_copies(row: dict, vocabulary: Vocabulary, copies: int, rng: random.Random, within_world: bool = False) -> list[dict]:
     """`copies` renamed copies of a trajectory row (messages, answer, plan, calls alike), numbered 1.. in `renamed`."""
-    return [{**rename_value(row, draw_renaming(vocabulary, rng)), "renamed": k} for k in range(1, copies + 1)]
+    return [{**rename_value(row, draw_renaming(vocabulary, rng, within_world)), "renamed": k} for k in range(1, copies + 1)]
