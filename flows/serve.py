@@ -24,35 +24,53 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@contextlib.contextmanager
-def prefect_server(home: Path, env: dict[str, str] | None = None, prefect: str = "prefect") -> Iterator[str]:
-    """A Prefect server with its files in `home`, up for the block: its API URL."""
-    home.mkdir(parents=True, exist_ok=True)
+def _start(env: dict[str, str], prefect: str, log) -> tuple[subprocess.Popen | None, str]:
+    """One try: a server on a fresh port, and its URL once it answers; None if it exited first."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/api"
-    log = open(home / "server.log", "w")
-    server = subprocess.Popen(
-        [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)], env={**(env or os.environ), "PREFECT_HOME": str(home)}, stdout=log, stderr=subprocess.STDOUT
-    )
-    try:
-        for _ in range(240):
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=2)
-                break
-            except OSError:
-                if server.poll() is not None:
-                    raise RuntimeError(f"prefect server exited early; see {log.name}")
-                time.sleep(0.5)
-        else:
-            raise RuntimeError(f"prefect server did not answer on {url}; see {log.name}")
-        yield url
-    finally:
-        server.terminate()
+    server = subprocess.Popen([prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(240):
         try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
+            urllib.request.urlopen(f"{url}/health", timeout=2)
+            return server, url
+        except OSError:
+            if server.poll() is not None:
+                return None, url
+            time.sleep(0.5)
+    _stop(server)
+    raise RuntimeError(f"prefect server did not answer on {url}; see {log.name}")
+
+
+def _stop(server: subprocess.Popen) -> None:
+    server.terminate()
+    try:
+        server.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        server.kill()
+
+
+@contextlib.contextmanager
+def prefect_server(home: Path, env: dict[str, str] | None = None, prefect: str = "prefect", tries: int = 3) -> Iterator[str]:
+    """A Prefect server with its files in `home`, up for the block: its API URL.
+
+    A server that exits before answering is started again on a new port: the
+    port is picked free but another process can take it before the server binds.
+    """
+    home.mkdir(parents=True, exist_ok=True)
+    env = {**(env or os.environ), "PREFECT_HOME": str(home)}
+    with open(home / "server.log", "w") as log:
+        for _ in range(tries):
+            server, url = _start(env, prefect, log)
+            if server is not None:
+                break
+        else:
+            log.flush()
+            tail = (home / "server.log").read_text().strip().splitlines()[-5:]
+            raise RuntimeError(f"prefect server exited early {tries} times; see {log.name}: " + " | ".join(tail))
+        try:
+            yield url
+        finally:
+            _stop(server)
 
 
 def main(command: list[str]) -> int:
