@@ -55,8 +55,9 @@ test:
 	ruff check star flows stages tests bench
 	pytest -q -n 2 --dist loadscope --no-loadscope-reorder --durations=25
 
-# The inner loop: the tests not marked slow (no pipeline runs, training or real servers), a few minutes on 2 cores.
-test-fast: setup
+# The inner loop: the tests not marked slow (no pipeline runs, training or real servers), a few minutes on 2 cores;
+# tests/test_allocator.py is among them, so it installs the allocators too.
+test-fast: setup allocators
 	ruff check star flows stages tests bench
 	pytest -q -n 2 --dist loadscope -m "not slow"
 
