@@ -72,13 +72,13 @@ micro: setup
 smollm2: setup
 	python -m flows.serve dvc exp run $$(python -m stages.profile params.micro.yaml params.smollm2.yaml)
 
-# SmolLM2-135M-Instruct learning multi-hop QA (params.smollm2.qa.yaml, over params.yaml): LoRA SFT on the expert's
+# SmolLM2-135M-Instruct learning multi-hop QA (params.smollm2.qa.yaml, over params.yaml): full fine-tuning SFT on the expert's
 # trajectories, GRPO with vLLM rollouts (.venv-vllm), and the untrained model's three baselines on the 100 test questions.
 SMOLLM2_QA := qa_infer@qa_sft qa_infer@qa_grpo qa_infer@qa_base qa_infer@naive_rag qa_infer@base_tool_call
 smollm2-qa: setup vllm
 	python -m flows.serve dvc exp run $$(python -m stages.profile params.smollm2.qa.yaml) $(SMOLLM2_QA)
 
-# SmolLM2-135M-Instruct learning 3-day trips (params.smollm2.travel.yaml, over params.yaml): LoRA SFT, GRPO with vLLM
+# SmolLM2-135M-Instruct learning 3-day trips (params.smollm2.travel.yaml, over params.yaml): full fine-tuning SFT, GRPO with vLLM
 # rollouts, the untrained model on the same 100 test queries, and the alignment tax (QA exact match after travel training).
 SMOLLM2_TRAVEL := evaluate@base evaluate@sft evaluate@grpo qa_infer@travel_base qa_infer@travel_sft qa_infer@travel_grpo qa_infer@travel_base_naive_rag qa_infer@travel_sft_naive_rag qa_infer@travel_grpo_naive_rag
 smollm2-travel: setup vllm
