@@ -79,8 +79,9 @@ smollm2-qa: setup vllm
 	python -m flows.serve dvc exp run $$(python -m stages.profile params.smollm2.qa.yaml) $(SMOLLM2_QA)
 
 # SmolLM2-135M-Instruct learning 3-day trips (params.smollm2.travel.yaml, over params.yaml): full fine-tuning SFT, GRPO with vLLM
-# rollouts, the untrained model on the same 100 test queries, and the alignment tax (QA exact match after travel training).
-SMOLLM2_TRAVEL := evaluate@base evaluate@sft evaluate@grpo qa_infer@travel_base qa_infer@travel_sft qa_infer@travel_grpo qa_infer@travel_base_naive_rag qa_infer@travel_sft_naive_rag qa_infer@travel_grpo_naive_rag
+# rollouts, the untrained model on the same 100 test queries, and the alignment tax (QA exact match after travel training, with
+# Naive RAG's prompt: the untrained model never answers in the tagged QA format, so qa_infer@travel_{base,sft,grpo} can show no tax).
+SMOLLM2_TRAVEL := evaluate@base evaluate@sft evaluate@grpo qa_infer@travel_base_naive_rag qa_infer@travel_sft_naive_rag qa_infer@travel_grpo_naive_rag
 smollm2-travel: setup vllm
 	python -m flows.serve dvc exp run $$(python -m stages.profile params.smollm2.travel.yaml) $(SMOLLM2_TRAVEL)
 
