@@ -85,7 +85,7 @@ SMOLLM2_TRAVEL := evaluate@base evaluate@sft evaluate@grpo qa_infer@travel_base_
 smollm2-travel: setup vllm
 	python -m flows.serve dvc exp run $$(python -m stages.profile params.smollm2.travel.yaml) $(SMOLLM2_TRAVEL)
 
-# The 3/5/7-day trip mix (params.long.yaml) as a DVC experiment (about 1.5 hours on 2 CPU cores: SFT 30-55 minutes, GRPO 20, the infers and probes 30).
+# The 3/5/7-day trip mix (params.long.yaml) as a DVC experiment (stage times on 2 CPU cores, from separate runs: SFT 30-55 minutes, GRPO about 20, the infers and probes about 30).
 long: setup
 	python -m flows.serve dvc exp run $$(python -m stages.profile params.long.yaml)
 
